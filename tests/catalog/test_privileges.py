@@ -1,0 +1,503 @@
+"""The privilege model (requirements, inheritance, ownership, grantability) as pure functions."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from uc_jupyter.catalog.names import SecurableName, parse_name
+from uc_jupyter.catalog.privileges import (
+    APPLIES_TO,
+    GRANTABLE,
+    AccessFacts,
+    Action,
+    Grant,
+    Privilege,
+    SecurableKind,
+    check_grantable,
+    first_missing,
+    holds,
+    is_owner,
+    requirements,
+    validate_principal,
+    visible,
+)
+
+P = Privilege
+ALICE, BOB = "alice", "bob"
+MAIN = parse_name("main")
+SCHEMA_A, SCHEMA_B = parse_name("main.a"), parse_name("main.b")
+TABLE_1, TABLE_2 = parse_name("main.a.t1"), parse_name("main.b.t2")
+VOLUME = parse_name("main.a.v1")
+UNIVERSE = (MAIN, SCHEMA_A, SCHEMA_B, TABLE_1, TABLE_2)
+
+Requirement = tuple[SecurableName, Privilege]
+
+# action -> (the name it acts on, what Unity Catalog requires, outermost first)
+EXPECTED: dict[Action, tuple[SecurableName, tuple[Requirement, ...]]] = {
+    Action.USE_CATALOG: (MAIN, ((MAIN, P.USE_CATALOG),)),
+    Action.USE_SCHEMA: (SCHEMA_A, ((MAIN, P.USE_CATALOG), (SCHEMA_A, P.USE_SCHEMA))),
+    Action.READ_TABLE: (TABLE_1, ((MAIN, P.USE_CATALOG), (SCHEMA_A, P.USE_SCHEMA), (TABLE_1, P.SELECT))),
+    Action.WRITE_TABLE: (TABLE_1, ((MAIN, P.USE_CATALOG), (SCHEMA_A, P.USE_SCHEMA), (TABLE_1, P.MODIFY))),
+    Action.READ_VOLUME: (VOLUME, ((MAIN, P.USE_CATALOG), (SCHEMA_A, P.USE_SCHEMA), (VOLUME, P.READ_VOLUME))),
+    Action.WRITE_VOLUME: (
+        VOLUME,
+        ((MAIN, P.USE_CATALOG), (SCHEMA_A, P.USE_SCHEMA), (VOLUME, P.WRITE_VOLUME)),
+    ),
+    Action.CREATE_SCHEMA: (MAIN, ((MAIN, P.USE_CATALOG), (MAIN, P.CREATE_SCHEMA))),
+    Action.CREATE_TABLE: (
+        SCHEMA_A,
+        ((MAIN, P.USE_CATALOG), (SCHEMA_A, P.USE_SCHEMA), (SCHEMA_A, P.CREATE_TABLE)),
+    ),
+    Action.CREATE_VOLUME: (
+        SCHEMA_A,
+        ((MAIN, P.USE_CATALOG), (SCHEMA_A, P.USE_SCHEMA), (SCHEMA_A, P.CREATE_VOLUME)),
+    ),
+}
+
+EXPECTED_GRANTABLE: dict[SecurableKind, frozenset[Privilege]] = {
+    SecurableKind.CATALOG: frozenset(Privilege),
+    SecurableKind.SCHEMA: frozenset(Privilege) - {P.USE_CATALOG, P.CREATE_SCHEMA},
+    SecurableKind.TABLE: frozenset({P.SELECT, P.MODIFY, P.ALL_PRIVILEGES}),
+    SecurableKind.VOLUME: frozenset({P.READ_VOLUME, P.WRITE_VOLUME, P.ALL_PRIVILEGES}),
+}
+KIND_EXAMPLE = {
+    SecurableKind.CATALOG: MAIN,
+    SecurableKind.SCHEMA: SCHEMA_A,
+    SecurableKind.TABLE: TABLE_1,
+    SecurableKind.VOLUME: VOLUME,
+}
+
+
+def target(action: Action) -> SecurableName:
+    return EXPECTED[action][0]
+
+
+def needed(action: Action) -> tuple[Requirement, ...]:
+    return EXPECTED[action][1]
+
+
+def facts(grants: Iterable[Grant] = (), owners: Mapping[SecurableName, str] | None = None) -> AccessFacts:
+    return AccessFacts(owners=dict(owners or {}), grants=frozenset(grants))
+
+
+def grants_of(pairs: Iterable[Requirement], principal: str = ALICE) -> set[Grant]:
+    return {Grant(name, privilege, principal) for name, privilege in pairs}
+
+
+def all_but(action: Action, index: int) -> set[Grant]:
+    """Grants to alice for every requirement of ``action`` except the one at ``index``."""
+    return grants_of(req for i, req in enumerate(needed(action)) if i != index)
+
+
+def missing(action: Action, access: AccessFacts, principal: str = ALICE) -> Requirement | None:
+    return first_missing(principal, requirements(action, target(action)), access)
+
+
+def strict_ancestors(name: SecurableName) -> tuple[SecurableName, ...]:
+    return tuple(SecurableName(name.parts[:n]) for n in range(1, len(name.parts)))
+
+
+def lineage_of(name: SecurableName) -> tuple[SecurableName, ...]:
+    return (*strict_ancestors(name), name)
+
+
+REQUIREMENT_CASES = [
+    pytest.param(action, i, id=f"{action.name}-{req[1].name}@{req[0]}")
+    for action in Action
+    for i, req in enumerate(needed(action))
+]
+# (action, requirement index, level of that requirement's lineage), optionally strict ancestors only
+LEVEL_CASES = [
+    pytest.param(action, i, level, id=f"{action.name}-{req[1].name}@{req[0]}-on-{level}")
+    for action in Action
+    for i, req in enumerate(needed(action))
+    for level in lineage_of(req[0])
+]
+ANCESTOR_CASES = [case for case in LEVEL_CASES if case.values[2] != needed(case.values[0])[case.values[1]][0]]
+
+
+# --- requirement lists ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("action", list(Action))
+def test_requirements_match_unity_catalog(action: Action) -> None:
+    assert requirements(action, target(action)) == needed(action)
+
+
+def test_every_action_is_covered() -> None:
+    assert set(EXPECTED) == set(Action)
+
+
+# --- the matrix: each action x each requirement -----------------------------------------------------
+
+
+@pytest.mark.parametrize("action", list(Action))
+def test_all_requirements_granted_is_allowed(action: Action) -> None:
+    assert missing(action, facts(grants_of(needed(action)))) is None
+
+
+@pytest.mark.parametrize("action", list(Action))
+def test_first_missing_is_the_outermost_unmet_requirement(action: Action) -> None:
+    reqs = needed(action)
+    for size in range(len(reqs) + 1):
+        for absent in itertools.combinations(range(len(reqs)), size):
+            present = grants_of(req for i, req in enumerate(reqs) if i not in absent)
+            expected = reqs[min(absent)] if absent else None
+            assert missing(action, facts(present)) == expected, absent
+
+
+@pytest.mark.parametrize(("action", "index"), REQUIREMENT_CASES)
+def test_missing_requirement_is_reported_exactly(action: Action, index: int) -> None:
+    assert missing(action, facts(all_but(action, index))) == needed(action)[index]
+
+
+@pytest.mark.parametrize(("action", "index", "ancestor"), ANCESTOR_CASES)
+def test_requirement_is_inherited_from_an_ancestor(
+    action: Action, index: int, ancestor: SecurableName
+) -> None:
+    privilege = needed(action)[index][1]
+    assert missing(action, facts(all_but(action, index) | {Grant(ancestor, privilege, ALICE)})) is None
+
+
+@pytest.mark.parametrize(("action", "index", "level"), LEVEL_CASES)
+def test_all_privileges_anywhere_on_the_lineage_covers_a_requirement(
+    action: Action, index: int, level: SecurableName
+) -> None:
+    grant = Grant(level, P.ALL_PRIVILEGES, ALICE)
+    assert missing(action, facts(all_but(action, index) | {grant})) is None
+
+
+@pytest.mark.parametrize(("action", "index", "level"), LEVEL_CASES)
+def test_owner_of_the_securable_or_an_ancestor_meets_a_requirement(
+    action: Action, index: int, level: SecurableName
+) -> None:
+    assert missing(action, facts(all_but(action, index), owners={level: ALICE})) is None
+    assert missing(action, facts(all_but(action, index), owners={level: BOB})) == needed(action)[index]
+
+
+@pytest.mark.parametrize("action", list(Action))
+def test_catalog_owner_may_do_everything_without_grants(action: Action) -> None:
+    assert missing(action, facts(owners={MAIN: ALICE})) is None
+    assert missing(action, facts(owners={MAIN: ALICE}), principal=BOB) == needed(action)[0]
+
+
+@pytest.mark.parametrize("action", list(Action))
+def test_object_owner_still_needs_use_on_the_containers(action: Action) -> None:
+    reqs = needed(action)
+    owned = reqs[-1][0]
+    expected = None if owned == MAIN else (MAIN, P.USE_CATALOG)
+    assert missing(action, facts(owners={owned: ALICE})) == expected
+
+
+@pytest.mark.parametrize(("action", "index"), REQUIREMENT_CASES)
+def test_grant_to_another_principal_does_not_count(action: Action, index: int) -> None:
+    others = grants_of([needed(action)[index]], principal=BOB)
+    assert missing(action, facts(all_but(action, index) | others)) == needed(action)[index]
+    assert missing(action, facts(grants_of(needed(action))), principal=BOB) == needed(action)[0]
+
+
+@pytest.mark.parametrize(("action", "index"), REQUIREMENT_CASES)
+def test_revoking_a_grant_denies_again(action: Action, index: int) -> None:
+    everything = grants_of(needed(action))
+    assert missing(action, facts(everything)) is None
+    revoked = everything - grants_of([needed(action)[index]])
+    assert missing(action, facts(revoked)) == needed(action)[index]
+
+
+# --- inheritance only flows downward ----------------------------------------------------------------
+
+DESCENDANT_CASES = [
+    pytest.param(name, below, id=f"{below}-does-not-cover-{name}")
+    for name in (*UNIVERSE, VOLUME)
+    for below in (*UNIVERSE, VOLUME)
+    if len(below.parts) > len(name.parts) and below.parts[: len(name.parts)] == name.parts
+]
+UNRELATED_CASES = [
+    pytest.param(name, other, id=f"{other}-does-not-cover-{name}")
+    for name in (*UNIVERSE, VOLUME)
+    for other in (*UNIVERSE, VOLUME)
+    if other not in lineage_of(name) and name not in lineage_of(other)
+]
+
+
+@pytest.mark.parametrize(("name", "other"), DESCENDANT_CASES + UNRELATED_CASES)
+@pytest.mark.parametrize("privilege", list(Privilege))
+def test_grants_and_ownership_below_or_beside_do_not_flow_up(
+    name: SecurableName, other: SecurableName, privilege: Privilege
+) -> None:
+    grants = {Grant(other, privilege, ALICE), Grant(other, P.ALL_PRIVILEGES, ALICE)}
+    access = facts(grants, owners={other: ALICE})
+    assert not holds(ALICE, privilege, name, access)
+    assert not is_owner(ALICE, name, access)
+
+
+def test_privileges_are_not_interchangeable() -> None:
+    for granted, asked in itertools.permutations(set(Privilege) - {P.ALL_PRIVILEGES}, 2):
+        assert not holds(ALICE, asked, TABLE_1, facts({Grant(MAIN, granted, ALICE)})), (granted, asked)
+
+
+# --- ownership --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("owned", "name", "expected"),
+    [
+        (MAIN, MAIN, True),
+        (MAIN, SCHEMA_A, True),
+        (MAIN, TABLE_1, True),
+        (SCHEMA_A, TABLE_1, True),
+        (SCHEMA_A, VOLUME, True),
+        (SCHEMA_A, MAIN, False),
+        (TABLE_1, SCHEMA_A, False),
+        (SCHEMA_A, TABLE_2, False),
+    ],
+)
+def test_is_owner_covers_the_owned_securable_and_everything_inside(
+    owned: SecurableName, name: SecurableName, expected: bool
+) -> None:
+    assert is_owner(ALICE, name, facts(owners={owned: ALICE})) is expected
+    assert is_owner(BOB, name, facts(owners={owned: ALICE})) is False
+
+
+def test_all_privileges_does_not_make_an_owner() -> None:
+    assert not is_owner(ALICE, TABLE_1, facts({Grant(MAIN, P.ALL_PRIVILEGES, ALICE)}))
+
+
+# --- against a brute-force oracle -------------------------------------------------------------------
+
+ALL_GRANTS = [Grant(n, p, u) for n in UNIVERSE for p in Privilege for u in (ALICE, BOB)]
+access_facts = st.builds(
+    facts,
+    st.frozensets(st.sampled_from(ALL_GRANTS), max_size=12),
+    st.dictionaries(st.sampled_from(UNIVERSE), st.sampled_from([ALICE, BOB]), max_size=2),
+)
+CHECKS = [(u, p, n) for u in (ALICE, BOB) for p in Privilege for n in UNIVERSE]
+ACTION_CHECKS = [
+    (u, action, name)
+    for u in (ALICE, BOB)
+    for action in Action
+    for name in UNIVERSE
+    if len(name.parts) == len(target(action).parts)
+]
+
+
+def oracle(principal: str, privilege: Privilege, name: SecurableName, access: AccessFacts) -> bool:
+    levels = [level for level in UNIVERSE if name.parts[: len(level.parts)] == level.parts]
+    return any(
+        access.owners.get(level) == principal
+        or Grant(level, privilege, principal) in access.grants
+        or Grant(level, P.ALL_PRIVILEGES, principal) in access.grants
+        for level in levels
+    )
+
+
+def allowed(principal: str, action: Action, name: SecurableName, access: AccessFacts) -> bool:
+    return first_missing(principal, requirements(action, name), access) is None
+
+
+@settings(max_examples=150)
+@given(access_facts)
+def test_holds_matches_the_brute_force_oracle(access: AccessFacts) -> None:
+    for principal, privilege, name in CHECKS:
+        assert holds(principal, privilege, name, access) == oracle(principal, privilege, name, access)
+
+
+@settings(max_examples=100)
+@given(access_facts)
+def test_first_missing_is_the_first_requirement_the_oracle_denies(access: AccessFacts) -> None:
+    for principal, action, name in ACTION_CHECKS:
+        reqs = requirements(action, name)
+        expected = next((r for r in reqs if not oracle(principal, r[1], r[0], access)), None)
+        assert first_missing(principal, reqs, access) == expected
+
+
+@settings(max_examples=100)
+@given(access_facts, st.sampled_from(ALL_GRANTS))
+def test_adding_a_grant_never_denies_what_was_allowed(access: AccessFacts, extra: Grant) -> None:
+    more = AccessFacts(owners=access.owners, grants=access.grants | {extra})
+    for principal, privilege, name in CHECKS:
+        if holds(principal, privilege, name, access):
+            assert holds(principal, privilege, name, more)
+    for principal, action, name in ACTION_CHECKS:
+        if allowed(principal, action, name, access):
+            assert allowed(principal, action, name, more)
+
+
+# --- grantability -----------------------------------------------------------------------------------
+
+
+def test_grantable_table_matches_unity_catalog() -> None:
+    assert dict(GRANTABLE) == EXPECTED_GRANTABLE
+
+
+@pytest.mark.parametrize("kind", list(SecurableKind))
+@pytest.mark.parametrize("privilege", list(Privilege))
+def test_check_grantable(kind: SecurableKind, privilege: Privilege) -> None:
+    name = KIND_EXAMPLE[kind]
+    if privilege in EXPECTED_GRANTABLE[kind]:
+        check_grantable(kind, name, privilege)
+        return
+    with pytest.raises(ValueError, match="cannot be granted") as error:
+        check_grantable(kind, name, privilege)
+    message = str(error.value)
+    assert f"{privilege.value} cannot be granted on {kind.value} {name}" in message
+    assert all(p.value in message for p in EXPECTED_GRANTABLE[kind])
+
+
+# --- parsing privileges and principals --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("use catalog", P.USE_CATALOG),
+        ("USE_CATALOG", P.USE_CATALOG),
+        (" Use   Catalog ", P.USE_CATALOG),
+        (P.USE_CATALOG, P.USE_CATALOG),
+        ("all privileges", P.ALL_PRIVILEGES),
+        ("read_volume", P.READ_VOLUME),
+        *((p.value, p) for p in Privilege),
+        *((p.name.lower(), p) for p in Privilege),
+    ],
+)
+def test_privilege_parse_accepts_spellings(text: str | Privilege, expected: Privilege) -> None:
+    assert Privilege.parse(text) is expected
+
+
+@pytest.mark.parametrize("text", ["USE EVERYTHING", "", "USE", "SELECTS", "CATALOG USE", "USE-CATALOG"])
+def test_privilege_parse_rejects_unknown_names(text: str) -> None:
+    with pytest.raises(ValueError, match="unknown privilege") as error:
+        Privilege.parse(text)
+    message = str(error.value)
+    assert repr(text) in message
+    assert all(p.value in message for p in Privilege)
+
+
+def test_privilege_renders_as_its_sql_name() -> None:
+    assert [str(p) for p in Privilege] == [p.value for p in Privilege]
+    assert str(P.USE_CATALOG) == f"{P.USE_CATALOG}" == "USE CATALOG"
+
+
+@pytest.mark.parametrize(
+    "principal", ["alice", "alice@example.com", "data scientists", "a" * 255, "j\u00fcrgen"]
+)
+def test_validate_principal_accepts_names(principal: str) -> None:
+    assert validate_principal(principal) == principal
+
+
+@pytest.mark.parametrize(
+    "principal",
+    ["", "  ", " alice", "alice ", "a\x00b", "a\nb", "a\x7fb", "a" * 256, None, 42, b"alice"],
+)
+def test_validate_principal_rejects_bad_names(principal: object) -> None:
+    with pytest.raises(ValueError, match="invalid principal"):
+        validate_principal(principal)  # type: ignore[arg-type]
+
+
+# --- visibility in listings -------------------------------------------------------------------------
+
+EXPECTED_APPLIES_TO: dict[Privilege, frozenset[SecurableKind]] = {
+    P.USE_CATALOG: frozenset({SecurableKind.CATALOG}),
+    P.CREATE_SCHEMA: frozenset({SecurableKind.CATALOG}),
+    P.USE_SCHEMA: frozenset({SecurableKind.SCHEMA}),
+    P.CREATE_TABLE: frozenset({SecurableKind.SCHEMA}),
+    P.CREATE_VOLUME: frozenset({SecurableKind.SCHEMA}),
+    P.SELECT: frozenset({SecurableKind.TABLE}),
+    P.MODIFY: frozenset({SecurableKind.TABLE}),
+    P.READ_VOLUME: frozenset({SecurableKind.VOLUME}),
+    P.WRITE_VOLUME: frozenset({SecurableKind.VOLUME}),
+    P.ALL_PRIVILEGES: frozenset(SecurableKind),
+}
+OBJECT_KINDS = {
+    MAIN: SecurableKind.CATALOG,
+    SCHEMA_A: SecurableKind.SCHEMA,
+    SCHEMA_B: SecurableKind.SCHEMA,
+    TABLE_1: SecurableKind.TABLE,
+    TABLE_2: SecurableKind.TABLE,
+    VOLUME: SecurableKind.VOLUME,
+}
+OBJECTS = {name: (kind, "admin") for name, kind in OBJECT_KINDS.items()}
+
+
+def test_applies_to_matches_the_privilege_kinds() -> None:
+    assert dict(APPLIES_TO) == EXPECTED_APPLIES_TO
+
+
+@pytest.mark.parametrize(
+    ("grants", "expected"),
+    [
+        pytest.param(set(), set(), id="nothing"),
+        pytest.param(
+            {Grant(TABLE_1, P.SELECT, ALICE)}, {MAIN, SCHEMA_A, TABLE_1}, id="table-shows-its-containers"
+        ),
+        pytest.param({Grant(MAIN, P.USE_CATALOG, ALICE)}, {MAIN}, id="use-catalog-shows-only-the-catalog"),
+        pytest.param({Grant(SCHEMA_A, P.USE_SCHEMA, ALICE)}, {MAIN, SCHEMA_A}, id="use-schema"),
+        pytest.param(
+            {Grant(MAIN, P.USE_SCHEMA, ALICE)}, {MAIN, SCHEMA_A, SCHEMA_B}, id="use-schema-on-catalog"
+        ),
+        pytest.param({Grant(SCHEMA_A, P.SELECT, ALICE)}, {MAIN, SCHEMA_A, TABLE_1}, id="select-on-schema"),
+        pytest.param(
+            {Grant(MAIN, P.READ_VOLUME, ALICE)}, {MAIN, SCHEMA_A, VOLUME}, id="read-volume-on-catalog"
+        ),
+        pytest.param(
+            {Grant(MAIN, P.SELECT, ALICE)}, {MAIN, SCHEMA_A, SCHEMA_B, TABLE_1, TABLE_2}, id="select-on-cat"
+        ),
+        pytest.param({Grant(MAIN, P.ALL_PRIVILEGES, ALICE)}, set(OBJECTS), id="all-privileges-on-catalog"),
+        pytest.param(
+            {Grant(SCHEMA_B, P.ALL_PRIVILEGES, ALICE)}, {MAIN, SCHEMA_B, TABLE_2}, id="all-on-schema-b"
+        ),
+        pytest.param({Grant(TABLE_1, P.SELECT, BOB)}, set(), id="another-principal"),
+    ],
+)
+def test_visible_examples(grants: set[Grant], expected: set[SecurableName]) -> None:
+    assert visible(ALICE, OBJECTS, grants) == expected
+
+
+@pytest.mark.parametrize(
+    ("owned", "expected"),
+    [
+        (MAIN, set(OBJECTS)),
+        (SCHEMA_A, {MAIN, SCHEMA_A, TABLE_1, VOLUME}),
+        (TABLE_2, {MAIN, SCHEMA_B, TABLE_2}),
+    ],
+)
+def test_owners_see_what_they_own_and_everything_inside(
+    owned: SecurableName, expected: set[SecurableName]
+) -> None:
+    objects = {**OBJECTS, owned: (OBJECT_KINDS[owned], ALICE)}
+    assert visible(ALICE, objects, ()) == expected
+    assert visible(BOB, objects, ()) == set()
+
+
+def visible_oracle(
+    principal: str, objects: Mapping[SecurableName, tuple[SecurableKind, str]], grants: frozenset[Grant]
+) -> set[SecurableName]:
+    def shown(name: SecurableName, kind: SecurableKind) -> bool:
+        levels = lineage_of(name)
+        owned = any(objects[level][1] == principal for level in levels if level in objects)
+        reached = any(
+            g.principal == principal and g.securable in levels and kind in EXPECTED_APPLIES_TO[g.privilege]
+            for g in grants
+        )
+        return owned or reached
+
+    return {level for name, (kind, _) in objects.items() if shown(name, kind) for level in lineage_of(name)}
+
+
+@settings(max_examples=150)
+@given(
+    st.frozensets(st.sampled_from(ALL_GRANTS), max_size=6),
+    st.dictionaries(st.sampled_from(list(OBJECT_KINDS)), st.sampled_from([ALICE, BOB, "admin"])),
+    st.sets(st.sampled_from(list(OBJECT_KINDS)), min_size=1),
+)
+def test_visible_matches_the_brute_force_oracle(
+    grants: frozenset[Grant], owners: dict[SecurableName, str], present: set[SecurableName]
+) -> None:
+    objects = {name: (OBJECT_KINDS[name], owners.get(name, "admin")) for name in present}
+    for principal in (ALICE, BOB):
+        assert visible(principal, objects, grants) == visible_oracle(principal, objects, grants)

@@ -1,0 +1,17 @@
+"""The examples in the pure modules' docstrings run and print what they show."""
+
+from __future__ import annotations
+
+import doctest
+from types import ModuleType
+
+import pytest
+
+from uc_jupyter.catalog import names, privileges, storage
+
+
+@pytest.mark.parametrize("module", [names, privileges, storage], ids=lambda m: m.__name__)
+def test_docstring_examples(module: ModuleType) -> None:
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0

@@ -1,0 +1,303 @@
+"""The catalog interface: every table and volume file is reached through one of these.
+
+``get_catalog()`` returns the configured catalog (today the embedded :class:`LocalCatalog` under
+``$UC_JUPYTER_HOME``; a REST client for a real Unity Catalog server implements the same
+:class:`Catalog` protocol). Every call is checked against the current principal's grants.
+
+Example:
+    >>> from uc_jupyter.catalog import get_catalog
+    >>> cat = get_catalog()                                   # doctest: +SKIP
+    >>> cat.create_catalog("main"); cat.create_schema("main.ml")  # doctest: +SKIP
+    >>> with cat.as_principal("alice"):                        # doctest: +SKIP
+    ...     cat.get_table("main.ml.iris")
+    PermissionDenied: alice lacks USE CATALOG on main
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from uc_jupyter.catalog.names import InvalidName, SecurableName, VolumePath
+from uc_jupyter.catalog.privileges import Privilege, SecurableKind
+
+if TYPE_CHECKING:
+    import fsspec
+    import pandas as pd
+    import pyarrow as pa
+
+__all__ = [
+    "AlreadyExists",
+    "Catalog",
+    "CatalogError",
+    "CatalogInfo",
+    "ColumnInfo",
+    "GrantInfo",
+    "InvalidName",
+    "NotFound",
+    "PermissionDenied",
+    "PrincipalInfo",
+    "Privilege",
+    "ResolvedTable",
+    "ResolvedVolumePath",
+    "SchemaInfo",
+    "SecurableKind",
+    "TableInfo",
+    "VolumeInfo",
+    "as_principal",
+    "current_principal",
+    "get_catalog",
+]
+
+WriteMode = Literal["error", "overwrite", "append"]
+
+
+class CatalogError(Exception):
+    """Base of the catalog's errors; each message is one line naming the object."""
+
+
+class NotFound(CatalogError, LookupError):
+    """The named catalog, schema, table, volume, file or principal does not exist."""
+
+
+class AlreadyExists(CatalogError):
+    """An object of that name exists already."""
+
+
+class PermissionDenied(CatalogError, PermissionError):
+    """The principal lacks a privilege. Message: ``alice lacks USE SCHEMA on main.ml``."""
+
+    def __init__(self, principal: str, privilege: str, securable: str) -> None:
+        super().__init__(f"{principal} lacks {privilege} on {securable}")
+        self.principal = principal
+        self.privilege = privilege
+        self.securable = securable
+
+    def __reduce__(self) -> tuple[Any, ...]:  # keep the fields when crossing a process boundary
+        return (type(self), (self.principal, self.privilege, self.securable))
+
+
+@dataclass(frozen=True)
+class CatalogInfo:
+    name: str
+    owner: str
+    created_at: datetime
+    comment: str | None = None
+
+    @property
+    def full_name(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class SchemaInfo:
+    catalog_name: str
+    name: str
+    owner: str
+    created_at: datetime
+    comment: str | None = None
+
+    @property
+    def full_name(self) -> str:
+        return str(SecurableName((self.catalog_name, self.name)))
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    name: str
+    type_text: str
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    catalog_name: str
+    schema_name: str
+    name: str
+    owner: str
+    table_type: Literal["MANAGED", "EXTERNAL"]
+    storage_location: str
+    columns: tuple[ColumnInfo, ...]
+    created_at: datetime
+    data_source_format: str = "DELTA"
+    comment: str | None = None
+
+    @property
+    def full_name(self) -> str:
+        return str(SecurableName((self.catalog_name, self.schema_name, self.name)))
+
+
+@dataclass(frozen=True)
+class VolumeInfo:
+    catalog_name: str
+    schema_name: str
+    name: str
+    owner: str
+    volume_type: Literal["MANAGED", "EXTERNAL"]
+    storage_location: str
+    created_at: datetime
+    comment: str | None = None
+
+    @property
+    def full_name(self) -> str:
+        return str(SecurableName((self.catalog_name, self.schema_name, self.name)))
+
+    @property
+    def path(self) -> str:
+        """The volume's ``/Volumes/<catalog>/<schema>/<volume>`` path."""
+        return str(VolumePath(SecurableName((self.catalog_name, self.schema_name, self.name))))
+
+
+@dataclass(frozen=True)
+class GrantInfo:
+    securable: str
+    securable_kind: SecurableKind
+    principal: str
+    privilege: Privilege
+
+
+@dataclass(frozen=True)
+class PrincipalInfo:
+    name: str
+    kind: Literal["user", "service_principal"]
+    created_at: datetime
+    admin: bool = False
+
+
+@dataclass(frozen=True)
+class ResolvedVolumePath:
+    """Where a ``/Volumes/...`` path lives: an fsspec filesystem and the storage path on it.
+
+    Example:
+        >>> r = get_catalog().resolve_volume_path("/Volumes/main/ml/images/labels.csv")  # doctest: +SKIP
+        >>> r.fs.open(r.path).read(10)                                                   # doctest: +SKIP
+    """
+
+    volume_path: str
+    volume: VolumeInfo
+    fs: fsspec.AbstractFileSystem = field(repr=False, compare=False)
+    path: str
+    url: str
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ResolvedTable:
+    """Where a table's Delta files live, after the privilege check; open it with deltalake."""
+
+    table: TableInfo
+    storage_location: str
+    storage_options: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+
+@runtime_checkable
+class Catalog(Protocol):
+    """What every catalog backend offers. Names are strings like ``"main.ml.iris"``."""
+
+    def current_principal(self) -> str: ...
+    def as_principal(self, principal: str) -> contextlib.AbstractContextManager[str]: ...
+
+    def create_catalog(self, name: str, *, comment: str | None = None) -> CatalogInfo: ...
+    def create_schema(self, name: str, *, comment: str | None = None) -> SchemaInfo: ...
+    def create_volume(
+        self,
+        name: str,
+        storage_location: str | None = None,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        comment: str | None = None,
+    ) -> VolumeInfo: ...
+    def create_table(
+        self,
+        name: str,
+        data: pa.Table | pd.DataFrame | None = None,
+        mode: WriteMode = "error",
+        *,
+        storage_location: str | None = None,
+        storage_options: dict[str, str] | None = None,
+        comment: str | None = None,
+    ) -> TableInfo: ...
+    def create_principal(
+        self, name: str, kind: Literal["user", "service_principal"] = "user"
+    ) -> PrincipalInfo: ...
+
+    def drop_catalog(self, name: str, *, cascade: bool = False) -> None: ...
+    def drop_schema(self, name: str, *, cascade: bool = False) -> None: ...
+    def drop_table(self, name: str) -> None: ...
+    def drop_volume(self, name: str) -> None: ...
+    def drop_principal(self, name: str) -> None: ...
+
+    def list_catalogs(self) -> list[CatalogInfo]: ...
+    def list_schemas(self, catalog: str) -> list[SchemaInfo]: ...
+    def list_tables(self, schema: str) -> list[TableInfo]: ...
+    def list_volumes(self, schema: str) -> list[VolumeInfo]: ...
+    def list_principals(self) -> list[PrincipalInfo]: ...
+    def get_catalog_info(self, name: str) -> CatalogInfo: ...
+    def get_schema(self, name: str) -> SchemaInfo: ...
+    def get_table(self, name: str) -> TableInfo: ...
+    def get_volume(self, name: str) -> VolumeInfo: ...
+
+    def grant(self, securable: str, privilege: str | Privilege, principal: str) -> None: ...
+    def revoke(self, securable: str, privilege: str | Privilege, principal: str) -> None: ...
+    def show_grants(self, securable: str) -> list[GrantInfo]: ...
+
+    def resolve_volume_path(self, path: str, *, write: bool = False) -> ResolvedVolumePath: ...
+    def resolve_table(self, name: str, *, write: bool = False) -> ResolvedTable: ...
+
+
+# The principal override of `as_principal`, shared by every catalog object in this process.
+_principal_override: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "uc_jupyter_principal", default=None
+)
+
+
+def current_principal() -> str:
+    """The principal calls are made as: an ``as_principal`` override, else the configured one."""
+    from uc_jupyter.config import settings
+
+    return _principal_override.get() or settings().principal
+
+
+@contextlib.contextmanager
+def as_principal(principal: str) -> Iterator[str]:
+    """Make catalog calls in this block (this thread or task) as ``principal``.
+
+    Example:
+        >>> with as_principal("alice"):
+        ...     current_principal()
+        'alice'
+    """
+    from uc_jupyter.catalog.privileges import validate_principal
+
+    token = _principal_override.set(validate_principal(principal))
+    try:
+        yield principal
+    finally:
+        _principal_override.reset(token)
+
+
+_catalogs: dict[Path, Catalog] = {}
+_catalogs_lock = threading.Lock()
+
+
+def get_catalog() -> Catalog:
+    """The configured catalog: the embedded one under ``$UC_JUPYTER_HOME`` (one object per home).
+
+    Example:
+        >>> get_catalog().list_catalogs()  # doctest: +SKIP
+        [CatalogInfo(name='main', owner='me', ...)]
+    """
+    from uc_jupyter.catalog.local import LocalCatalog
+    from uc_jupyter.config import settings
+
+    home = settings().home
+    with _catalogs_lock:
+        if home not in _catalogs:
+            _catalogs[home] = LocalCatalog(home)
+        return _catalogs[home]

@@ -1,0 +1,254 @@
+"""Unity Catalog's privilege model as pure functions: no I/O, no storage.
+
+Privileges are granted on a catalog, schema, table or volume and inherited downward: ``SELECT`` on
+a schema covers every table in it, ``ALL PRIVILEGES`` stands for every privilege, and the owner of
+an object holds every privilege on it and on everything inside it. An action is allowed when the
+principal holds each privilege of the action's requirement list, e.g. reading a table needs
+``USE CATALOG`` on its catalog, ``USE SCHEMA`` on its schema and ``SELECT`` on the table.
+
+Example:
+    >>> from uc_jupyter.catalog.names import parse_name
+    >>> t = parse_name("main.ml.iris")
+    >>> facts = AccessFacts(owners={parse_name("main"): "admin"}, grants=frozenset())
+    >>> first_missing("alice", requirements(Action.READ_TABLE, t), facts)
+    (SecurableName(parts=('main',)), <Privilege.USE_CATALOG: 'USE CATALOG'>)
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from uc_jupyter.catalog.names import SecurableName
+
+__all__ = [
+    "APPLIES_TO",
+    "GRANTABLE",
+    "AccessFacts",
+    "Action",
+    "Grant",
+    "Privilege",
+    "SecurableKind",
+    "check_grantable",
+    "first_missing",
+    "holds",
+    "is_owner",
+    "requirements",
+    "validate_principal",
+    "visible",
+]
+
+
+class Privilege(str, enum.Enum):
+    """The privileges of the embedded catalog (Unity Catalog's names)."""
+
+    USE_CATALOG = "USE CATALOG"
+    USE_SCHEMA = "USE SCHEMA"
+    SELECT = "SELECT"
+    MODIFY = "MODIFY"
+    READ_VOLUME = "READ VOLUME"
+    WRITE_VOLUME = "WRITE VOLUME"
+    CREATE_SCHEMA = "CREATE SCHEMA"
+    CREATE_TABLE = "CREATE TABLE"
+    CREATE_VOLUME = "CREATE VOLUME"
+    ALL_PRIVILEGES = "ALL PRIVILEGES"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls, text: str | Privilege) -> Privilege:
+        """Accept ``"USE CATALOG"``, ``"use_catalog"`` or ``"all privileges"`` alike.
+
+        Example:
+            >>> Privilege.parse("read_volume")
+            <Privilege.READ_VOLUME: 'READ VOLUME'>
+        """
+        if isinstance(text, Privilege):
+            return text
+        normalised = " ".join(str(text).replace("_", " ").upper().split())
+        for privilege in cls:
+            if privilege.value == normalised:
+                return privilege
+        known = ", ".join(p.value for p in cls)
+        raise ValueError(f"unknown privilege {text!r}; use one of: {known}")
+
+
+class SecurableKind(str, enum.Enum):
+    CATALOG = "catalog"
+    SCHEMA = "schema"
+    TABLE = "table"
+    VOLUME = "volume"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_P = Privilege
+GRANTABLE: Mapping[SecurableKind, frozenset[Privilege]] = {
+    SecurableKind.CATALOG: frozenset(Privilege),
+    SecurableKind.SCHEMA: frozenset(
+        {
+            _P.USE_SCHEMA,
+            _P.SELECT,
+            _P.MODIFY,
+            _P.READ_VOLUME,
+            _P.WRITE_VOLUME,
+            _P.CREATE_TABLE,
+            _P.CREATE_VOLUME,
+            _P.ALL_PRIVILEGES,
+        }
+    ),
+    SecurableKind.TABLE: frozenset({_P.SELECT, _P.MODIFY, _P.ALL_PRIVILEGES}),
+    SecurableKind.VOLUME: frozenset({_P.READ_VOLUME, _P.WRITE_VOLUME, _P.ALL_PRIVILEGES}),
+}
+
+
+# The kinds of securable each privilege is about. A privilege granted on a container reaches the
+# objects of these kinds inside it (SELECT on a schema: its tables; USE CATALOG: only the catalog).
+APPLIES_TO: Mapping[Privilege, frozenset[SecurableKind]] = {
+    _P.USE_CATALOG: frozenset({SecurableKind.CATALOG}),
+    _P.CREATE_SCHEMA: frozenset({SecurableKind.CATALOG}),
+    _P.USE_SCHEMA: frozenset({SecurableKind.SCHEMA}),
+    _P.CREATE_TABLE: frozenset({SecurableKind.SCHEMA}),
+    _P.CREATE_VOLUME: frozenset({SecurableKind.SCHEMA}),
+    _P.SELECT: frozenset({SecurableKind.TABLE}),
+    _P.MODIFY: frozenset({SecurableKind.TABLE}),
+    _P.READ_VOLUME: frozenset({SecurableKind.VOLUME}),
+    _P.WRITE_VOLUME: frozenset({SecurableKind.VOLUME}),
+    _P.ALL_PRIVILEGES: frozenset(SecurableKind),
+}
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One privilege held by one principal on one securable."""
+
+    securable: SecurableName
+    privilege: Privilege
+    principal: str
+
+
+@dataclass(frozen=True)
+class AccessFacts:
+    """What the metastore knows about a securable's lineage: owners and grants on each level."""
+
+    owners: Mapping[SecurableName, str]
+    grants: frozenset[Grant]
+
+
+class Action(enum.Enum):
+    """Things a principal does through the catalog, each with a fixed requirement list."""
+
+    USE_CATALOG = "use catalog"
+    USE_SCHEMA = "use schema"
+    READ_TABLE = "read table"
+    WRITE_TABLE = "write table"
+    READ_VOLUME = "read volume"
+    WRITE_VOLUME = "write volume"
+    CREATE_SCHEMA = "create schema"
+    CREATE_TABLE = "create table"
+    CREATE_VOLUME = "create volume"
+
+
+def requirements(action: Action, name: SecurableName) -> tuple[tuple[SecurableName, Privilege], ...]:
+    """The (securable, privilege) pairs ``action`` on ``name`` needs, outermost first.
+
+    ``name`` is the object acted on (a table or volume), or the container for CREATE_* actions
+    (the catalog for CREATE_SCHEMA, the schema for CREATE_TABLE / CREATE_VOLUME).
+    """
+    lineage = name.lineage()
+    use_chain: list[tuple[SecurableName, Privilege]] = [(lineage[0], _P.USE_CATALOG)]
+    if len(lineage) > 1:
+        use_chain.append((lineage[1], _P.USE_SCHEMA))
+    final: dict[Action, Privilege | None] = {
+        Action.USE_CATALOG: None,
+        Action.USE_SCHEMA: None,
+        Action.READ_TABLE: _P.SELECT,
+        Action.WRITE_TABLE: _P.MODIFY,
+        Action.READ_VOLUME: _P.READ_VOLUME,
+        Action.WRITE_VOLUME: _P.WRITE_VOLUME,
+        Action.CREATE_SCHEMA: _P.CREATE_SCHEMA,
+        Action.CREATE_TABLE: _P.CREATE_TABLE,
+        Action.CREATE_VOLUME: _P.CREATE_VOLUME,
+    }
+    privilege = final[action]
+    if privilege is not None:
+        use_chain.append((name, privilege))
+    return tuple(use_chain)
+
+
+def holds(principal: str, privilege: Privilege, name: SecurableName, facts: AccessFacts) -> bool:
+    """True when ``principal`` owns ``name`` or an ancestor, or was granted ``privilege`` (or
+    ALL PRIVILEGES) on ``name`` or an ancestor."""
+    for level in name.lineage():
+        if facts.owners.get(level) == principal:
+            return True
+        if Grant(level, privilege, principal) in facts.grants:
+            return True
+        if Grant(level, _P.ALL_PRIVILEGES, principal) in facts.grants:
+            return True
+    return False
+
+
+def first_missing(
+    principal: str,
+    needed: Iterable[tuple[SecurableName, Privilege]],
+    facts: AccessFacts,
+) -> tuple[SecurableName, Privilege] | None:
+    """The first requirement ``principal`` does not meet, or None when all are met."""
+    for name, privilege in needed:
+        if not holds(principal, privilege, name, facts):
+            return name, privilege
+    return None
+
+
+def is_owner(principal: str, name: SecurableName, facts: AccessFacts) -> bool:
+    """Ownership of ``name`` or of any enclosing object (catalog owners manage their schemas)."""
+    return any(facts.owners.get(level) == principal for level in name.lineage())
+
+
+def visible(
+    principal: str,
+    objects: Mapping[SecurableName, tuple[SecurableKind, str]],
+    grants: Iterable[Grant],
+) -> set[SecurableName]:
+    """The objects ``principal`` may see in listings: those it owns (or whose container it owns),
+    those a privilege it holds applies to (granted on them or on a container), and the containers
+    of all of these, so a table granted alone still shows its schema and catalog.
+
+    ``objects`` maps each securable to its (kind, owner).
+    """
+    held: dict[SecurableName, set[Privilege]] = {}
+    for grant in grants:
+        if grant.principal == principal:
+            held.setdefault(grant.securable, set()).add(grant.privilege)
+    seen: set[SecurableName] = set()
+    for name, (kind, _owner) in objects.items():
+        lineage = name.lineage()
+        owned = any(objects.get(level, (None, None))[1] == principal for level in lineage)
+        reached = any(kind in APPLIES_TO[p] for level in lineage for p in held.get(level, ()))
+        if owned or reached:
+            seen.update(lineage)
+    return seen
+
+
+def check_grantable(kind: SecurableKind, name: SecurableName, privilege: Privilege) -> None:
+    """Raise ValueError when ``privilege`` cannot be granted on a securable of ``kind``."""
+    if privilege not in GRANTABLE[kind]:
+        allowed = ", ".join(sorted(p.value for p in GRANTABLE[kind]))
+        raise ValueError(
+            f"{privilege} cannot be granted on {kind} {name}; on a {kind} grant one of: {allowed}"
+        )
+
+
+def validate_principal(principal: str) -> str:
+    """Return ``principal`` when it is a usable principal name, else raise ValueError."""
+    if not isinstance(principal, str) or not principal.strip():
+        raise ValueError(f"invalid principal {principal!r}: give a user or service principal name")
+    if principal != principal.strip() or any(ord(c) < 0x20 or ord(c) == 0x7F for c in principal):
+        raise ValueError(f"invalid principal {principal!r}: no surrounding spaces or control characters")
+    if len(principal) > 255:
+        raise ValueError(f"invalid principal {principal[:20]!r}...: longer than 255 characters")
+    return principal

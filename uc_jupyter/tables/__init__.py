@@ -1,0 +1,1 @@
+"""Catalog tables: Delta snapshots read directly (``delta``), through Spark Connect, and exported."""
