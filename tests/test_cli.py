@@ -90,9 +90,7 @@ def schema(ok: Callable[..., list[str]]) -> str:
 
 
 # ----------------------------------------------------------------------------- catalogs and schemas
-def test_catalog_and_schema_create_list_drop(
-    ok: Callable[..., list[str]], cli: Callable[..., Result]
-) -> None:
+def test_catalog_and_schema_create_list_drop(ok: Callable[..., list[str]], cli: Callable[..., Result]) -> None:
     assert ok("catalog", "create", "catalog", "Main", "--comment", "team\tdata") == ["created catalog main"]
     assert ok("catalog", "create", "schema", "main.ML") == ["created schema main.ml"]
     assert ok("catalog", "list", "catalogs") == ["main\tadmin\tteam data"]
@@ -185,9 +183,7 @@ def test_tables_from_parquet_and_csv(
     assert ok("catalog", "create", "table", "main.ml.iris", "--from", str(parquet), "--mode", "append") == [
         "appended 3 rows to table main.ml.iris"
     ]
-    overwritten = ok_json(
-        "catalog", "create", "table", "main.ml.iris", "--from", str(parquet), "--mode", "overwrite"
-    )
+    overwritten = ok_json("catalog", "create", "table", "main.ml.iris", "--from", str(parquet), "--mode", "overwrite")
     assert (overwritten["action"], overwritten["rows"]) == ("overwritten", 3)
 
     location = tmp_path / "ext_table"
@@ -312,9 +308,7 @@ def test_denied_principal_gets_one_line_in_either_position(home: Path) -> None:
         (("--json", "catalog", "show-grants", "nowhere"), ("catalog nowhere does not exist",)),
     ],
 )
-def test_process_errors_exit_1_without_traceback(
-    home: Path, args: tuple[str, ...], fragments: tuple[str, ...]
-) -> None:
+def test_process_errors_exit_1_without_traceback(home: Path, args: tuple[str, ...], fragments: tuple[str, ...]) -> None:
     result = run_process(*args)
     assert (result.returncode, result.stdout) == (1, "")
     assert_one_line_error(result.stderr, *fragments)

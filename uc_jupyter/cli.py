@@ -116,10 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
-    if args.json:
-        text = json.dumps(report.document, indent=2, default=_json_default)
-    else:
-        text = "\n".join(report.lines)
+    text = json.dumps(report.document, indent=2, default=_json_default) if args.json else "\n".join(report.lines)
     try:
         if text:
             print(text, flush=True)
@@ -149,9 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = group(commands, "demo", "the demo catalog objects", "action")
 
     def leaf(parent: Any, name: str, help_text: str, handler: Handler) -> argparse.ArgumentParser:
-        sub: argparse.ArgumentParser = parent.add_parser(
-            name, help=help_text, description=help_text, parents=[common]
-        )
+        sub: argparse.ArgumentParser = parent.add_parser(name, help=help_text, description=help_text, parents=[common])
         sub.set_defaults(handler=handler)
         return sub
 
@@ -167,9 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("name", metavar=_name_metavar(kind))
         sub.add_argument("--comment", help="a description stored with the object")
         if kind == "table":
-            sub.add_argument(
-                "--from", dest="source", required=True, metavar="FILE", help="a .parquet or .csv file"
-            )
+            sub.add_argument("--from", dest="source", required=True, metavar="FILE", help="a .parquet or .csv file")
             sub.add_argument(
                 "--mode",
                 choices=("error", "overwrite", "append"),
@@ -237,9 +230,7 @@ def _catalog_create(cat: Catalog, args: argparse.Namespace) -> Report:
         return _change("created", kind, info.name, **{kind: _plain(info)})
     if kind == "table":
         data = _read_table_file(args.source)
-        info = cat.create_table(
-            args.name, data, args.mode, storage_location=args.location, comment=args.comment
-        )
+        info = cat.create_table(args.name, data, args.mode, storage_location=args.location, comment=args.comment)
         name, rows = info.full_name, data.num_rows
         line, action = {
             "error": (f"created table {name} ({rows} rows)", "created"),

@@ -74,10 +74,7 @@ def test_created_objects_are_listed_and_described(cat: LocalCatalog) -> None:
 
 def test_names_are_case_insensitive_and_stored_lower_case(cat: LocalCatalog) -> None:
     cat.create_schema("MAIN.`Feature-Store`")
-    assert (
-        cat.get_schema("main.feature-store".replace("feature-store", "`FEATURE-store`")).name
-        == "feature-store"
-    )
+    assert cat.get_schema("main.feature-store".replace("feature-store", "`FEATURE-store`")).name == "feature-store"
     with pytest.raises(AlreadyExists, match="schema main.`feature-store` already exists"):
         cat.create_schema("main.`feature-STORE`")
 
@@ -160,9 +157,7 @@ def test_unknown_objects_raise_not_found_naming_them(cat: LocalCatalog, call: An
         (lambda c: c.create_volume("main.ml.v", "relative/dir"), "must be an absolute path"),
     ],
 )
-def test_malformed_input_raises_value_error_naming_the_bad_part(
-    cat: LocalCatalog, call: Any, bad_part: str
-) -> None:
+def test_malformed_input_raises_value_error_naming_the_bad_part(cat: LocalCatalog, call: Any, bad_part: str) -> None:
     with pytest.raises(ValueError, match=bad_part):
         call(cat)
 
@@ -221,9 +216,7 @@ def test_external_table_is_written_registered_and_kept_on_drop(cat: LocalCatalog
     assert read_arrow(again.full_name, catalog=cat).num_rows == 4
 
 
-def test_external_table_needs_an_empty_location_or_an_existing_delta_table(
-    cat: LocalCatalog, tmp_path: Path
-) -> None:
+def test_external_table_needs_an_empty_location_or_an_existing_delta_table(cat: LocalCatalog, tmp_path: Path) -> None:
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "keep.txt").write_text("user data")
     with pytest.raises(AlreadyExists, match="is not empty"):
@@ -341,9 +334,7 @@ def objects(cat: LocalCatalog) -> LocalCatalog:
 
 
 @pytest.mark.parametrize(("access", "chain"), ACCESSES)
-def test_each_missing_privilege_is_named(
-    objects: LocalCatalog, access: Any, chain: list[tuple[str, str]]
-) -> None:
+def test_each_missing_privilege_is_named(objects: LocalCatalog, access: Any, chain: list[tuple[str, str]]) -> None:
     for missing in range(len(chain)):
         for securable, privilege in chain:
             objects.revoke(securable, privilege, "alice")
@@ -437,9 +428,7 @@ def test_only_owners_grant_drop_and_modify_grants(objects: LocalCatalog) -> None
             objects.drop_table("main.ml.t")
         objects.create_schema("main.alices")
         objects.grant("main.alices", "USE SCHEMA", "bob")  # owner of what she created
-    assert {(g.principal, g.privilege) for g in objects.show_grants("main.alices")} == {
-        ("bob", Privilege.USE_SCHEMA)
-    }
+    assert {(g.principal, g.privilege) for g in objects.show_grants("main.alices")} == {("bob", Privilege.USE_SCHEMA)}
 
 
 def test_show_grants_lists_direct_grants(objects: LocalCatalog) -> None:

@@ -36,9 +36,7 @@ _short_text = st.text(_part_char, max_size=10)
 # (bad part, the text of it that the error message must quote)
 bad_parts = st.one_of(
     st.builds(lambda a, c, b: a + c + b, _short_text, _bad_char, _short_text).map(lambda p: (p, repr(p))),
-    st.text(_part_char, min_size=MAX_PART_LENGTH + 1, max_size=MAX_PART_LENGTH + 40).map(
-        lambda p: (p, repr(p[:20]))
-    ),
+    st.text(_part_char, min_size=MAX_PART_LENGTH + 1, max_size=MAX_PART_LENGTH + 40).map(lambda p: (p, repr(p[:20]))),
 )
 _relative_char = st.characters(exclude_categories=("Cs", "Cc"), exclude_characters="/")
 relative_segments = st.one_of(
@@ -168,9 +166,7 @@ def test_a_parsed_name_always_renders_to_an_equal_valid_name(parts: list[str]) -
         ("a" * (MAX_PART_LENGTH + 1), (1, 2, 3), f"is longer than {MAX_PART_LENGTH} characters"),
     ],
 )
-def test_invalid_names_are_refused_with_a_one_line_message(
-    text: str, levels: tuple[int, ...], fragment: str
-) -> None:
+def test_invalid_names_are_refused_with_a_one_line_message(text: str, levels: tuple[int, ...], fragment: str) -> None:
     with pytest.raises(InvalidName) as error:
         parse_name(text, levels=levels)
     assert_one_line_error(error, repr(text), fragment)

@@ -157,9 +157,7 @@ def test_missing_requirement_is_reported_exactly(action: Action, index: int) -> 
 
 
 @pytest.mark.parametrize(("action", "index", "ancestor"), ANCESTOR_CASES)
-def test_requirement_is_inherited_from_an_ancestor(
-    action: Action, index: int, ancestor: SecurableName
-) -> None:
+def test_requirement_is_inherited_from_an_ancestor(action: Action, index: int, ancestor: SecurableName) -> None:
     privilege = needed(action)[index][1]
     assert missing(action, facts(all_but(action, index) | {Grant(ancestor, privilege, ALICE)})) is None
 
@@ -383,9 +381,7 @@ def test_privilege_renders_as_its_sql_name() -> None:
     assert str(P.USE_CATALOG) == f"{P.USE_CATALOG}" == "USE CATALOG"
 
 
-@pytest.mark.parametrize(
-    "principal", ["alice", "alice@example.com", "data scientists", "a" * 255, "j\u00fcrgen"]
-)
+@pytest.mark.parametrize("principal", ["alice", "alice@example.com", "data scientists", "a" * 255, "j\u00fcrgen"])
 def test_validate_principal_accepts_names(principal: str) -> None:
     assert validate_principal(principal) == principal
 
@@ -432,25 +428,15 @@ def test_applies_to_matches_the_privilege_kinds() -> None:
     ("grants", "expected"),
     [
         pytest.param(set(), set(), id="nothing"),
-        pytest.param(
-            {Grant(TABLE_1, P.SELECT, ALICE)}, {MAIN, SCHEMA_A, TABLE_1}, id="table-shows-its-containers"
-        ),
+        pytest.param({Grant(TABLE_1, P.SELECT, ALICE)}, {MAIN, SCHEMA_A, TABLE_1}, id="table-shows-its-containers"),
         pytest.param({Grant(MAIN, P.USE_CATALOG, ALICE)}, {MAIN}, id="use-catalog-shows-only-the-catalog"),
         pytest.param({Grant(SCHEMA_A, P.USE_SCHEMA, ALICE)}, {MAIN, SCHEMA_A}, id="use-schema"),
-        pytest.param(
-            {Grant(MAIN, P.USE_SCHEMA, ALICE)}, {MAIN, SCHEMA_A, SCHEMA_B}, id="use-schema-on-catalog"
-        ),
+        pytest.param({Grant(MAIN, P.USE_SCHEMA, ALICE)}, {MAIN, SCHEMA_A, SCHEMA_B}, id="use-schema-on-catalog"),
         pytest.param({Grant(SCHEMA_A, P.SELECT, ALICE)}, {MAIN, SCHEMA_A, TABLE_1}, id="select-on-schema"),
-        pytest.param(
-            {Grant(MAIN, P.READ_VOLUME, ALICE)}, {MAIN, SCHEMA_A, VOLUME}, id="read-volume-on-catalog"
-        ),
-        pytest.param(
-            {Grant(MAIN, P.SELECT, ALICE)}, {MAIN, SCHEMA_A, SCHEMA_B, TABLE_1, TABLE_2}, id="select-on-cat"
-        ),
+        pytest.param({Grant(MAIN, P.READ_VOLUME, ALICE)}, {MAIN, SCHEMA_A, VOLUME}, id="read-volume-on-catalog"),
+        pytest.param({Grant(MAIN, P.SELECT, ALICE)}, {MAIN, SCHEMA_A, SCHEMA_B, TABLE_1, TABLE_2}, id="select-on-cat"),
         pytest.param({Grant(MAIN, P.ALL_PRIVILEGES, ALICE)}, set(OBJECTS), id="all-privileges-on-catalog"),
-        pytest.param(
-            {Grant(SCHEMA_B, P.ALL_PRIVILEGES, ALICE)}, {MAIN, SCHEMA_B, TABLE_2}, id="all-on-schema-b"
-        ),
+        pytest.param({Grant(SCHEMA_B, P.ALL_PRIVILEGES, ALICE)}, {MAIN, SCHEMA_B, TABLE_2}, id="all-on-schema-b"),
         pytest.param({Grant(TABLE_1, P.SELECT, BOB)}, set(), id="another-principal"),
     ],
 )
@@ -466,9 +452,7 @@ def test_visible_examples(grants: set[Grant], expected: set[SecurableName]) -> N
         (TABLE_2, {MAIN, SCHEMA_B, TABLE_2}),
     ],
 )
-def test_owners_see_what_they_own_and_everything_inside(
-    owned: SecurableName, expected: set[SecurableName]
-) -> None:
+def test_owners_see_what_they_own_and_everything_inside(owned: SecurableName, expected: set[SecurableName]) -> None:
     objects = {**OBJECTS, owned: (OBJECT_KINDS[owned], ALICE)}
     assert visible(ALICE, objects, ()) == expected
     assert visible(BOB, objects, ()) == set()

@@ -223,9 +223,7 @@ class Catalog(Protocol):
         storage_options: dict[str, str] | None = None,
         comment: str | None = None,
     ) -> TableInfo: ...
-    def create_principal(
-        self, name: str, kind: Literal["user", "service_principal"] = "user"
-    ) -> PrincipalInfo: ...
+    def create_principal(self, name: str, kind: Literal["user", "service_principal"] = "user") -> PrincipalInfo: ...
 
     def drop_catalog(self, name: str, *, cascade: bool = False) -> None: ...
     def drop_schema(self, name: str, *, cascade: bool = False) -> None: ...
@@ -252,9 +250,7 @@ class Catalog(Protocol):
 
 
 # The principal override of `as_principal`, shared by every catalog object in this process.
-_principal_override: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "uc_jupyter_principal", default=None
-)
+_principal_override: contextvars.ContextVar[str | None] = contextvars.ContextVar("uc_jupyter_principal", default=None)
 
 
 def current_principal() -> str:

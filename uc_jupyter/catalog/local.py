@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import sqlite3
-import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
@@ -66,6 +65,7 @@ from uc_jupyter.catalog.privileges import (
     validate_principal,
     visible,
 )
+from uc_jupyter.sqlite_store import SqliteStore
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -140,17 +140,17 @@ class LocalCatalog:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root).expanduser().resolve()
         self.root.mkdir(parents=True, exist_ok=True)
-        self._db_path = self.root / "metastore.db"
-        self._local = threading.local()
+        self._store = SqliteStore(
+            self.root / "metastore.db",
+            schema=[statement for statement in _SCHEMA_SQL.split(";") if statement.strip()],
+            busy_timeout=_BUSY_TIMEOUT_S,
+            foreign_keys=True,
+        )
         with self._transaction(write=True) as conn:
-            for statement in _SCHEMA_SQL.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
             # Whoever creates the metastore administers it (like a Unity Catalog metastore admin).
             if not conn.execute("SELECT 1 FROM principals WHERE admin = 1").fetchone():
                 conn.execute(
-                    "INSERT INTO principals VALUES (?, 'user', ?, 1) "
-                    "ON CONFLICT(name) DO UPDATE SET admin = 1",
+                    "INSERT INTO principals VALUES (?, 'user', ?, 1) ON CONFLICT(name) DO UPDATE SET admin = 1",
                     (current_principal(), _now()),
                 )
 
@@ -165,9 +165,7 @@ class LocalCatalog:
         """Act as ``principal`` inside a ``with`` block (see :func:`uc_jupyter.catalog.as_principal`)."""
         return as_principal(principal)
 
-    def create_principal(
-        self, name: str, kind: Literal["user", "service_principal"] = "user"
-    ) -> PrincipalInfo:
+    def create_principal(self, name: str, kind: Literal["user", "service_principal"] = "user") -> PrincipalInfo:
         """Register a user or service principal so privileges can be granted to it; admins only."""
         validate_principal(name)
         if kind not in ("user", "service_principal"):
@@ -194,9 +192,7 @@ class LocalCatalog:
 
     def list_principals(self) -> list[PrincipalInfo]:
         with self._transaction() as conn:
-            rows = conn.execute(
-                "SELECT name, kind, created_at, admin FROM principals ORDER BY name"
-            ).fetchall()
+            rows = conn.execute("SELECT name, kind, created_at, admin FROM principals ORDER BY name").fetchall()
         return [PrincipalInfo(r[0], r[1], datetime.fromisoformat(r[2]), bool(r[3])) for r in rows]
 
     def _require_admin(self, conn: sqlite3.Connection) -> None:
@@ -248,9 +244,7 @@ class LocalCatalog:
             self._ensure_absent(conn, parsed)
         managed = storage_location is None
         location = (
-            self._new_managed_location("volumes")
-            if managed
-            else st.normalise_location(cast(str, storage_location))
+            self._new_managed_location("volumes") if managed else st.normalise_location(cast(str, storage_location))
         )
         if not managed:
             with self._transaction() as conn:
@@ -322,9 +316,7 @@ class LocalCatalog:
         _write_delta(parsed, row["storage_location"], table, mode, options)
         columns = _delta_columns(row["storage_location"], options)
         with self._transaction(write=True) as conn:
-            conn.execute(
-                "UPDATE securables SET columns = ? WHERE key = ?", (_columns_json(columns), _key(parsed))
-            )
+            conn.execute("UPDATE securables SET columns = ? WHERE key = ?", (_columns_json(columns), _key(parsed)))
         return self.get_table(str(parsed))
 
     def _create_new_table(
@@ -340,9 +332,7 @@ class LocalCatalog:
         if managed and table is None:
             raise ValueError(f"table {parsed}: pass data (a pyarrow Table or pandas DataFrame) to create it")
         location = (
-            self._new_managed_location("tables")
-            if managed
-            else st.normalise_location(cast(str, storage_location))
+            self._new_managed_location("tables") if managed else st.normalise_location(cast(str, storage_location))
         )
         if not managed:
             with self._transaction() as conn:
@@ -408,9 +398,7 @@ class LocalCatalog:
                 for row in descendants:
                     counts[row["kind"]] = counts.get(row["kind"], 0) + 1
                 held = ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in sorted(counts.items()))
-                raise NotEmpty(
-                    f"{kind} {parsed} is not empty ({held}); drop those first or drop with cascade"
-                )
+                raise NotEmpty(f"{kind} {parsed} is not empty ({held}); drop those first or drop with cascade")
             doomed = [*descendants, self._row(conn, parsed)]
             for row in doomed:
                 conn.execute("DELETE FROM securables WHERE key = ?", (row["key"],))
@@ -511,9 +499,7 @@ class LocalCatalog:
                         f"principal {principal} does not exist; create it first "
                         f"(uc-jupyter catalog create principal {principal})"
                     )
-                conn.execute(
-                    "INSERT OR IGNORE INTO grants VALUES (?, ?, ?)", (_key(parsed), wanted.value, principal)
-                )
+                conn.execute("INSERT OR IGNORE INTO grants VALUES (?, ?, ?)", (_key(parsed), wanted.value, principal))
             else:
                 conn.execute(
                     "DELETE FROM grants WHERE securable = ? AND privilege = ? AND principal = ?",
@@ -561,9 +547,7 @@ class LocalCatalog:
         fs, root = st.filesystem(info.storage_location, options)
         target = f"{root.rstrip('/')}/{volume_path.relative}" if volume_path.relative else root
         if st.is_local(info.storage_location) and not st.realpath_within(root, target):
-            raise EscapesVolume(
-                f"{volume_path} leads outside volume {info.full_name} (through a symlink); refused"
-            )
+            raise EscapesVolume(f"{volume_path} leads outside volume {info.full_name} (through a symlink); refused")
         return ResolvedVolumePath(
             volume_path=str(volume_path),
             volume=info,
@@ -579,35 +563,11 @@ class LocalCatalog:
         with self._transaction() as conn:
             row = self._row_of_kind(conn, parsed, SecurableKind.TABLE)
             self._require(conn, Action.WRITE_TABLE if write else Action.READ_TABLE, parsed)
-        return ResolvedTable(
-            _table_info(row), row["storage_location"], json.loads(row["storage_options"] or "{}")
-        )
+        return ResolvedTable(_table_info(row), row["storage_location"], json.loads(row["storage_options"] or "{}"))
 
     # ----------------------------------------------------------------- internals
-    @contextlib.contextmanager
-    def _transaction(self, *, write: bool = False) -> Iterator[sqlite3.Connection]:
-        """One transaction; writers take the write lock up front so two writers never deadlock."""
-        conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-
-    def _connection(self) -> sqlite3.Connection:
-        # One connection per thread and process: sqlite3 connections must not cross a fork.
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None or getattr(self._local, "pid", None) != os.getpid():
-            conn = sqlite3.connect(self._db_path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
-            conn.row_factory = sqlite3.Row
-            conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            self._local.conn, self._local.pid = conn, os.getpid()
-        return conn
+    def _transaction(self, *, write: bool = False) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return self._store.transaction(write=write)
 
     def _row(self, conn: sqlite3.Connection, name: SecurableName) -> sqlite3.Row | None:
         return cast(
@@ -741,9 +701,7 @@ class LocalCatalog:
                 )
         managed_root = st.normalise_location(str(self.root / "storage"))
         if st.locations_overlap(location, managed_root):
-            raise ValueError(
-                f"storage location {location} overlaps the catalog's managed storage {managed_root}"
-            )
+            raise ValueError(f"storage location {location} overlaps the catalog's managed storage {managed_root}")
 
     def _new_managed_location(self, kind: str) -> str:
         return st.normalise_location(str(self.root / "storage" / kind / uuid.uuid4().hex))
@@ -780,9 +738,7 @@ def _to_arrow(data: object) -> pa.Table:
     raise TypeError(f"data must be a pyarrow Table or a pandas DataFrame, got {type(data).__name__}")
 
 
-def _write_delta(
-    name: SecurableName, location: str, table: pa.Table, mode: WriteMode, options: dict[str, str]
-) -> None:
+def _write_delta(name: SecurableName, location: str, table: pa.Table, mode: WriteMode, options: dict[str, str]) -> None:
     from deltalake import write_deltalake
     from deltalake.exceptions import SchemaMismatchError
 
@@ -795,9 +751,7 @@ def _write_delta(
             storage_options=options or None,
         )
     except SchemaMismatchError as exc:
-        raise ValueError(
-            f"table {name}: the data's columns do not match the table's: {_first_line(exc)}"
-        ) from exc
+        raise ValueError(f"table {name}: the data's columns do not match the table's: {_first_line(exc)}") from exc
     except Exception as exc:  # deltalake raises bare Exceptions with Rust backtraces for many causes
         raise CatalogError(f"table {name}: writing Delta files failed: {_first_line(exc)}") from exc
 
@@ -834,9 +788,7 @@ def _catalog_info(row: sqlite3.Row) -> CatalogInfo:
 
 def _schema_info(row: sqlite3.Row) -> SchemaInfo:
     catalog, schema = row["key"].split(".")
-    return SchemaInfo(
-        catalog, schema, row["owner"], datetime.fromisoformat(row["created_at"]), row["comment"]
-    )
+    return SchemaInfo(catalog, schema, row["owner"], datetime.fromisoformat(row["created_at"]), row["comment"])
 
 
 def _table_info(row: sqlite3.Row) -> TableInfo:

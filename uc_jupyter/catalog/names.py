@@ -77,9 +77,7 @@ class SecurableName:
     def child(self, part: str) -> SecurableName:
         """The name one level down, validated; an object (three parts) has none."""
         if len(self.parts) >= 3:
-            raise InvalidName(
-                f"invalid name {self}.{quote_part(part)}: {self} is an object and has no children"
-            )
+            raise InvalidName(f"invalid name {self}.{quote_part(part)}: {self} is an object and has no children")
         return parse_name(f"{self}.{quote_part(part)}", levels=(len(self.parts) + 1,))
 
     def __str__(self) -> str:
@@ -140,9 +138,7 @@ def parse_name(text: str, *, levels: tuple[int, ...] = (1, 2, 3)) -> SecurableNa
     for index, part in enumerate(parts):
         _check_part(text, index, part)
     if len(parts) not in levels:
-        raise InvalidName(
-            f"invalid name {text!r}: expected {_describe_levels(levels)}, got {len(parts)} part(s)"
-        )
+        raise InvalidName(f"invalid name {text!r}: expected {_describe_levels(levels)}, got {len(parts)} part(s)")
     return SecurableName(tuple(p.lower() for p in parts))
 
 
@@ -156,9 +152,7 @@ def parse_volume_path(text: str) -> VolumePath:
     if not isinstance(text, str):
         raise InvalidName(f"invalid volume path {text!r}: expected a string like '/Volumes/c/s/v/dir'")
     if not text.startswith(VOLUMES_ROOT + "/"):
-        raise InvalidName(
-            f"invalid volume path {text!r}: must start with '/Volumes/<catalog>/<schema>/<volume>'"
-        )
+        raise InvalidName(f"invalid volume path {text!r}: must start with '/Volumes/<catalog>/<schema>/<volume>'")
     if "\x00" in text:
         raise InvalidName(f"invalid volume path {text!r}: contains a NUL character")
     segments = text[len(VOLUMES_ROOT) + 1 :].split("/")
@@ -174,17 +168,14 @@ def parse_volume_path(text: str) -> VolumePath:
     relative: list[str] = []
     for segment in segments[3:]:
         if segment == "":
-            raise InvalidName(
-                f"invalid volume path {text!r}: empty segment (double slash) in the relative path"
-            )
+            raise InvalidName(f"invalid volume path {text!r}: empty segment (double slash) in the relative path")
         if segment == "..":
             raise InvalidName(f"invalid volume path {text!r}: '..' may not climb out of the volume")
         if segment == ".":
             continue
         if len(segment) > MAX_PART_LENGTH:
             raise InvalidName(
-                f"invalid volume path {text!r}: segment {segment[:20]!r}... is longer than "
-                f"{MAX_PART_LENGTH} characters"
+                f"invalid volume path {text!r}: segment {segment[:20]!r}... is longer than {MAX_PART_LENGTH} characters"
             )
         relative.append(segment)
     volume = SecurableName(tuple(s.lower() for s in segments[:3]))
@@ -199,17 +190,14 @@ def _split_parts(text: str) -> list[str]:
         if text.startswith("`", i):
             i, part = _read_quoted(text, i)
             if i < len(text) and text[i] != ".":
-                raise InvalidName(
-                    f"invalid name {text!r}: unexpected {text[i]!r} after the backquoted part {part!r}"
-                )
+                raise InvalidName(f"invalid name {text!r}: unexpected {text[i]!r} after the backquoted part {part!r}")
         else:
             end = text.find(".", i)
             end = len(text) if end == -1 else end
             part = text[i:end]
             if "`" in part:
                 raise InvalidName(
-                    f"invalid name {text!r}: part {part!r} has a stray backquote; quote whole parts "
-                    "like `my-part`"
+                    f"invalid name {text!r}: part {part!r} has a stray backquote; quote whole parts like `my-part`"
                 )
             i = end
         parts.append(part)

@@ -238,9 +238,7 @@ def check_grantable(kind: SecurableKind, name: SecurableName, privilege: Privile
     """Raise ValueError when ``privilege`` cannot be granted on a securable of ``kind``."""
     if privilege not in GRANTABLE[kind]:
         allowed = ", ".join(sorted(p.value for p in GRANTABLE[kind]))
-        raise ValueError(
-            f"{privilege} cannot be granted on {kind} {name}; on a {kind} grant one of: {allowed}"
-        )
+        raise ValueError(f"{privilege} cannot be granted on {kind} {name}; on a {kind} grant one of: {allowed}")
 
 
 def validate_principal(principal: str) -> str:

@@ -43,9 +43,7 @@ def normalise_location(location: str) -> str:
         raise ValueError(f"invalid storage location {location!r}: give a URL like s3://bucket/prefix")
     if "://" not in location:
         if not os.path.isabs(location):
-            raise ValueError(
-                f"invalid storage location {location!r}: a local location must be an absolute path"
-            )
+            raise ValueError(f"invalid storage location {location!r}: a local location must be an absolute path")
         return "file://" + os.path.normpath(location)
     scheme, rest = location.split("://", 1)
     scheme = scheme.lower()
@@ -87,9 +85,7 @@ def locations_overlap(a: str, b: str) -> bool:
     return a.startswith(b) or b.startswith(a)
 
 
-def filesystem(
-    location: str, storage_options: dict[str, Any] | None = None
-) -> tuple[fsspec.AbstractFileSystem, str]:
+def filesystem(location: str, storage_options: dict[str, Any] | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
     """The fsspec filesystem for ``location`` and the location's path on it."""
     import fsspec.core
 

@@ -1,0 +1,80 @@
+"""Volumes for the data tests: local ones, and ones on a real S3-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from uc_jupyter.catalog import get_catalog
+from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.testing.s3_server import S3TestServer
+
+FileMaker = Callable[..., dict[str, bytes]]
+
+
+def write_files(folder: Path, count: int, size: int = 100, prefix: str = "f", sub: str = "") -> dict[str, bytes]:
+    """``count`` files of ``size`` distinct bytes each; returns {relative path: content}."""
+    written: dict[str, bytes] = {}
+    for i in range(count):
+        relative = f"{sub}{prefix}{i:05d}.bin"
+        content = (f"{relative}:".encode() + os.urandom(size))[:size].ljust(size, b".")
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        written[relative] = content
+    return written
+
+
+@pytest.fixture
+def catalog(isolated_home: Path) -> LocalCatalog:
+    cat = get_catalog()
+    assert isinstance(cat, LocalCatalog)
+    cat.create_catalog("main")
+    cat.create_schema("main.ml")
+    return cat
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3TestServer]:
+    with S3TestServer(tmp_path_factory.mktemp("s3")) as server:
+        yield server
+
+
+@pytest.fixture
+def s3(s3_server: S3TestServer) -> Iterator[S3TestServer]:
+    """The shared server, with counters and injected faults reset around each test."""
+    s3_server.configure(latency=0.0, bandwidth=0.0, fail_first=0, fail_status=503)
+    s3_server.reset()
+    yield s3_server
+    s3_server.configure(latency=0.0, bandwidth=0.0, fail_first=0, fail_status=503)
+
+
+@pytest.fixture
+def s3_volume(catalog: LocalCatalog, s3: S3TestServer) -> Callable[..., tuple[str, Path]]:
+    """Make an external volume on the S3 server; returns (its /Volumes path, its folder on disk)."""
+
+    def make(name: str = "remote", **options: Any) -> tuple[str, Path]:
+        bucket = f"b{uuid.uuid4().hex[:12]}"
+        folder = s3.bucket(bucket) / "data"
+        folder.mkdir()
+        storage_options = {**s3.storage_options, **options}
+        catalog.create_volume(f"main.ml.{name}", f"s3://{bucket}/data", storage_options=storage_options)
+        return f"/Volumes/main/ml/{name}", folder
+
+    return make
+
+
+@pytest.fixture
+def local_volume(catalog: LocalCatalog) -> Callable[..., tuple[str, Path]]:
+    """Make a managed volume; returns (its /Volumes path, its folder on disk)."""
+
+    def make(name: str = "local") -> tuple[str, Path]:
+        info = catalog.create_volume(f"main.ml.{name}")
+        return info.path, Path(info.storage_location.removeprefix("file://"))
+
+    return make

@@ -1,0 +1,265 @@
+"""The shared file cache on its own: real files, real processes, a real S3-compatible server."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from uc_jupyter.data.cache import CacheBudgetError, CachedFile, FileCache
+from uc_jupyter.testing.s3_server import S3TestServer
+
+
+class FakeClock:
+    """Wall-clock time that moves only when told to (or when the cache sleeps)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def writer(content: bytes) -> Callable[[str], None]:
+    def fetch(tmp: str) -> None:
+        Path(tmp).write_bytes(content)
+
+    return fetch
+
+
+def failing(tmp: str) -> None:
+    Path(tmp).write_bytes(b"partial")
+    raise ConnectionResetError("connection reset by peer")
+
+
+def stored_files(cache: FileCache) -> list[Path]:
+    """Every data file under the cache (objects, streamed, temporary), not locks or the index."""
+    return [p for sub in ("objects", "stream", "tmp") for p in (cache.root / sub).rglob("*") if p.is_file()]
+
+
+def get(cache: FileCache, name: str, content: bytes, group: str = "g", **kwargs: Any) -> CachedFile:
+    key = FileCache.key(f"s3://b/{name}", len(content), "v1")
+    return cache.get(key, len(content), writer(content), group=group, name=name, **kwargs)
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> FileCache:
+    clock = FakeClock()  # a wait for room gives up at once instead of sleeping
+    return FileCache(tmp_path / "cache", max_bytes=10_000, min_free_bytes=0, clock=clock, sleep=clock.sleep)
+
+
+def test_a_miss_downloads_once_and_later_gets_hit(cache: FileCache) -> None:
+    first = get(cache, "a.png", b"x" * 100)
+    assert (first.downloaded, first.resident) == (True, True)
+    assert first.path.endswith(".png")  # the extension survives
+    assert Path(first.path).read_bytes() == b"x" * 100
+    again = get(cache, "a.png", b"y" * 100)  # same name, size and version: a hit
+    assert (again.downloaded, Path(again.path).read_bytes()) == (False, b"x" * 100)
+    cache.release(first)
+    cache.release(again)
+    assert [p for p in (cache.root / "pins").rglob("*") if p.is_file()] == []
+    stats = cache.stats()
+    assert (stats.resident_bytes, stats.in_flight_bytes, stats.entries) == (100, 0, 1)
+
+
+def test_a_changed_remote_file_has_a_new_key() -> None:
+    assert FileCache.key("s3://b/a", 10, "etag1") != FileCache.key("s3://b/a", 10, "etag2")
+    assert FileCache.key("s3://b/a", 10, "etag1") != FileCache.key("s3://b/a", 11, "etag1")
+    assert FileCache.key("s3://b/a", 10, "etag1") == FileCache.key("s3://b/a", 10, "etag1")
+
+
+def test_a_failed_download_leaves_nothing_behind(cache: FileCache) -> None:
+    key = FileCache.key("s3://b/broken", 7, None)
+    with pytest.raises(ConnectionResetError):
+        cache.get(key, 7, failing, group="g")
+    assert stored_files(cache) == []
+    assert cache.stats().in_flight_bytes == 0
+
+
+def test_a_size_different_from_the_listing_is_refused(cache: FileCache) -> None:
+    key = FileCache.key("s3://b/grew", 5, None)
+    with pytest.raises(OSError, match="5 bytes were listed, 9 were read; list the folder again"):
+        cache.get(key, 5, writer(b"123456789"), group="g")
+    assert stored_files(cache) == []
+
+
+def test_a_full_cache_keeps_its_resident_set_and_streams_the_rest(cache: FileCache) -> None:
+    # Budget 10 000 with 10% headroom: nine 1000-byte files stay, the others stream through.
+    def epoch() -> list[CachedFile]:
+        handed = []
+        for i in range(20):
+            got = get(cache, f"f{i}", bytes([i]) * 1000)
+            assert Path(got.path).read_bytes() == bytes([i]) * 1000
+            assert cache.stats().used_bytes <= cache.max_bytes
+            cache.release(got)
+            handed.append(got)
+        return handed
+
+    first = epoch()
+    assert [g.resident for g in first] == [True] * 9 + [False] * 11
+    assert cache.stats().in_flight_bytes == 0
+    assert list((cache.root / "stream").rglob("f*")) == []
+    second = epoch()
+    assert [g.downloaded for g in second] == [False] * 9 + [True] * 11  # epoch 2 refetches only the rest
+
+
+def test_other_groups_are_evicted_after_the_grace_period(tmp_path: Path) -> None:
+    clock = FakeClock()
+    cache = FileCache(
+        tmp_path,
+        max_bytes=5_000,
+        min_free_bytes=0,
+        headroom=0.2,
+        grace_seconds=60,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    for i in range(4):
+        cache.release(get(cache, f"old{i}", b"o" * 1000, group="yesterday"))
+    fresh = get(cache, "new0", b"n" * 1000, group="today")
+    assert not fresh.resident  # the other group was used moments ago: not evicted yet
+    cache.release(fresh)
+    clock.now += 61
+    # Files touched by the mtime clock are older than the grace period now.
+    for path in (cache.root / "objects").rglob("*"):
+        if path.is_file():
+            os.utime(path, (clock.now - 120, clock.now - 120))
+    admitted = get(cache, "new1", b"n" * 1000, group="today")
+    assert admitted.resident
+    assert cache.stats().evictions == 1
+    cache.release(admitted)
+
+
+def test_a_pinned_file_is_not_evicted_and_a_released_one_stays_until_evicted(cache: FileCache) -> None:
+    held = get(cache, "keep.txt", b"still here")
+    assert cache.clear() == 0  # pinned: evicting would free nothing
+    assert Path(held.path).read_bytes() == b"still here"
+    cache.release(held)
+    assert Path(held.path).read_bytes() == b"still here"  # resident: still there after release
+    assert cache.clear() == 1
+    assert not Path(held.path).exists()
+    assert cache.stats().resident_bytes == 0
+
+
+def test_a_file_larger_than_the_budget_is_refused_at_once(cache: FileCache) -> None:
+    with pytest.raises(CacheBudgetError, match=r"a 20000-byte file cannot fit the cache budget of 10000 bytes"):
+        get(cache, "huge", b"h" * 20_000)
+
+
+def test_the_free_disk_floor_is_kept(tmp_path: Path) -> None:
+    clock = FakeClock()
+    floor = shutil.disk_usage(tmp_path).total  # more than can ever be free
+    cache = FileCache(tmp_path, max_bytes=10_000, min_free_bytes=floor, wait_seconds=5, clock=clock, sleep=clock.sleep)
+    with pytest.raises(CacheBudgetError, match="free-disk floor"):
+        get(cache, "a", b"a" * 10)
+    assert stored_files(cache) == []
+
+
+def test_waiting_for_room_asks_the_holder_to_relieve_then_gives_up(tmp_path: Path) -> None:
+    clock = FakeClock()
+    cache = FileCache(tmp_path, max_bytes=2_000, min_free_bytes=0, headroom=0.5, clock=clock, sleep=clock.sleep)
+    resident = get(cache, "r", b"r" * 1000)
+    streamed = get(cache, "s", b"s" * 1000)
+    assert (resident.resident, streamed.resident) == (True, False)
+    released: list[CachedFile] = []
+
+    def relieve() -> None:
+        if streamed not in released:
+            cache.release(streamed)
+            released.append(streamed)
+
+    third = get(cache, "t", b"t" * 1000, relieve=relieve)
+    assert released == [streamed]
+    assert not third.resident
+    with pytest.raises(CacheBudgetError, match="no room for a 1000-byte file"):
+        get(cache, "u", b"u" * 1000)
+    assert clock.now > time.time() + 100  # it waited (the injected clock moved on) before giving up
+    cache.release(third)
+    cache.release(resident)
+
+
+# ----------------------------------------------------------------- across processes
+
+
+def _get_from_s3(root: str, options: dict[str, Any], path: str, size: int, barrier: Any, out: Any) -> None:
+    import s3fs
+
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, **options)
+    cache = FileCache(root, max_bytes=10**8, min_free_bytes=0)
+    barrier.wait()
+    got = cache.get(FileCache.key(f"s3://{path}", size, "v"), size, lambda tmp: fs.get_file(path, tmp), group="g")
+    out.put((got.downloaded, Path(got.path).read_bytes() == b"z" * size))
+    cache.release(got)
+
+
+def test_four_processes_asking_for_one_file_download_it_once(tmp_path: Path, s3_server: S3TestServer) -> None:
+    s3_server.reset()
+    (s3_server.bucket("shared") / "big.bin").write_bytes(b"z" * 400_000)
+    s3_server.configure(bandwidth=2_000_000)  # 0.2 s per download: the others arrive meanwhile
+    try:
+        context = multiprocessing.get_context("spawn")
+        barrier, out = context.Barrier(4), context.Queue()
+        args = (str(tmp_path / "cache"), s3_server.storage_options, "shared/big.bin", 400_000, barrier, out)
+        workers = [context.Process(target=_get_from_s3, args=args) for _ in range(4)]
+        for w in workers:
+            w.start()
+        results = sorted(out.get(timeout=120) for _ in workers)
+        for w in workers:
+            w.join(timeout=30)
+    finally:
+        s3_server.configure(bandwidth=0)
+    assert results == [(False, True), (False, True), (False, True), (True, True)]
+    assert s3_server.stats()["gets"] == {"big.bin": 1}
+
+
+def _download_forever(root: str, options: dict[str, Any]) -> None:
+    import s3fs
+
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, **options)
+    cache = FileCache(root, max_bytes=10**8, min_free_bytes=0)
+    key = FileCache.key("s3://shared/slow.bin", 2_000_000, "v")
+    cache.get(key, 2_000_000, lambda tmp: fs.get_file("shared/slow.bin", tmp), group="g")
+
+
+def test_a_download_killed_midway_leaves_no_visible_file(tmp_path: Path, s3_server: S3TestServer) -> None:
+    (s3_server.bucket("shared") / "slow.bin").write_bytes(b"s" * 2_000_000)
+    s3_server.configure(bandwidth=500_000)  # 4 s for the whole file
+    root = tmp_path / "cache"
+    try:
+        process = multiprocessing.get_context("spawn").Process(
+            target=_download_forever, args=(str(root), s3_server.storage_options)
+        )
+        process.start()
+        deadline = time.monotonic() + 60
+        while not any(p.stat().st_size > 0 for p in (root / "tmp").glob("*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(process.pid, signal.SIGKILL)
+        process.join()
+    finally:
+        s3_server.configure(bandwidth=0)
+    assert list((root / "tmp").glob("*")), "the download never started"
+    assert [p for p in (root / "objects").rglob("*") if p.is_file()] == []
+    cache = FileCache(root, max_bytes=10**8, min_free_bytes=0)  # a later process reclaims the remains
+    assert list((root / "tmp").glob("*")) == []
+    assert cache.stats().in_flight_bytes == 0
+    import s3fs
+
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3_server.storage_options)
+    got = cache.get(
+        FileCache.key("s3://shared/slow.bin", 2_000_000, "v"),
+        2_000_000,
+        lambda tmp: fs.get_file("shared/slow.bin", tmp),
+        group="g",
+    )
+    assert Path(got.path).stat().st_size == 2_000_000
+    cache.release(got)

@@ -1,0 +1,38 @@
+"""Streaming data into PyTorch: volume files through a shared cache, and table rows.
+
+Attributes load lazily so ``import uc_jupyter.data`` does not import torch.
+
+Example:
+    >>> from uc_jupyter.data import UCVolumeDataset  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "FileCache",
+    "UCVolumeDataset",
+    "decode_bytes",
+    "decode_image",
+    "decode_text",
+    "labelled_folder",
+    "map_paths",
+]
+
+_HOMES = {
+    "FileCache": "uc_jupyter.data.cache",
+    "UCVolumeDataset": "uc_jupyter.data.volume_dataset",
+    "decode_bytes": "uc_jupyter.data.decode",
+    "decode_image": "uc_jupyter.data.decode",
+    "decode_text": "uc_jupyter.data.decode",
+    "labelled_folder": "uc_jupyter.data.decode",
+    "map_paths": "uc_jupyter.data.decode",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
+    raise AttributeError(f"module 'uc_jupyter.data' has no attribute {name!r}")

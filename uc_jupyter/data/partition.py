@@ -1,0 +1,108 @@
+"""How a list of items is split across ranks and DataLoader workers: pure functions, no I/O.
+
+Every epoch has one order of the items, computed identically on every rank from ``(seed, epoch)``
+(or the listing order when not shuffling). Ranks take strided slices of that order, so the union
+over ranks is the whole order exactly once; the ``on_uneven`` policy then evens out the ranks:
+``"pad"`` repeats items from the start of the order so every rank has the same count (DDP needs
+that, or the last collective hangs), ``"drop"`` trims the tail, ``"allow"`` keeps ranks uneven.
+Within a rank, workers take strided slices of the rank's share.
+
+Example:
+    >>> s = plan(10, Grid(rank=1, world_size=3, worker=0, num_workers=2), on_uneven="pad")
+    >>> s.indices.tolist(), s.rank_count, s.padded
+    ([1, 7], 4, 1)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Grid", "OnUneven", "Shard", "epoch_order", "plan", "rank_share"]
+
+OnUneven = Literal["pad", "drop", "allow"]
+_POLICIES = ("pad", "drop", "allow")
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Where one stream sits: rank ``rank`` of ``world_size``, worker ``worker`` of ``num_workers``
+    (``num_workers`` counts DataLoader worker processes; 0 and 1 both mean a single stream)."""
+
+    rank: int = 0
+    world_size: int = 1
+    worker: int = 0
+    num_workers: int = 1
+
+    def __post_init__(self) -> None:
+        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
+            raise ValueError(f"invalid rank {self.rank} of world size {self.world_size}")
+        if self.num_workers < 0:
+            raise ValueError(f"invalid num_workers {self.num_workers}: give 0 or more")
+        workers = max(self.num_workers, 1)
+        if not 0 <= self.worker < workers:
+            raise ValueError(f"invalid worker {self.worker} of {self.num_workers} workers")
+
+    @property
+    def workers(self) -> int:
+        return max(self.num_workers, 1)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One stream's items for one epoch, and how its rank was evened out."""
+
+    indices: npt.NDArray[np.int64]  # positions in the listing, in delivery order
+    rank_count: int  # items this stream's rank delivers in total (over its workers)
+    padded: int  # repeated items in this rank's share (pad)
+    dropped: int  # items of this rank's share trimmed away (drop)
+
+
+def epoch_order(n: int, *, shuffle: bool, seed: int, epoch: int) -> npt.NDArray[np.int64]:
+    """The epoch's order of ``range(n)``: identity, or a permutation fixed by ``(seed, epoch)``."""
+    if not shuffle:
+        return np.arange(n, dtype=np.int64)
+    # PCG64 seeded with both numbers: the same permutation on every rank, platform and run.
+    return np.random.Generator(np.random.PCG64([seed, epoch])).permutation(n).astype(np.int64)
+
+
+def rank_share(
+    order: npt.NDArray[np.int64], rank: int, world_size: int, on_uneven: OnUneven
+) -> tuple[npt.NDArray[np.int64], int, int]:
+    """Rank ``rank``'s strided slice of ``order`` after the policy: (items, padded, dropped)."""
+    if on_uneven not in _POLICIES:
+        raise ValueError(f"invalid on_uneven {on_uneven!r}: use 'pad', 'drop' or 'allow'")
+    n = len(order)
+    if on_uneven == "allow" or n % world_size == 0:
+        return order[rank::world_size], 0, 0
+    if on_uneven == "drop":
+        kept = n - n % world_size
+        share = order[:kept][rank::world_size]
+        return share, 0, len(order[rank::world_size]) - len(share)
+    total = -(-n // world_size) * world_size
+    extended = np.resize(order, total)  # repeats from the start, cycling if n < world_size
+    share = extended[rank::world_size]
+    return share, len(share) - len(order[rank::world_size]), 0
+
+
+def plan(
+    n: int,
+    grid: Grid,
+    *,
+    shuffle: bool = False,
+    seed: int = 0,
+    epoch: int = 0,
+    on_uneven: OnUneven = "pad",
+) -> Shard:
+    """The items of stream ``grid`` for ``epoch`` out of ``n`` listed items."""
+    order = epoch_order(n, shuffle=shuffle, seed=seed, epoch=epoch)
+    share, padded, dropped = rank_share(order, grid.rank, grid.world_size, on_uneven)
+    return Shard(
+        indices=share[grid.worker :: grid.workers],
+        rank_count=len(share),
+        padded=padded,
+        dropped=dropped,
+    )

@@ -1,0 +1,226 @@
+"""Talking to a volume's storage: one listing per dataset, and file reads retried on transient errors.
+
+Example:
+    >>> from uc_jupyter.catalog import get_catalog
+    >>> listing = list_volume(get_catalog().resolve_volume_path("/Volumes/main/ml/images"))  # doctest: +SKIP
+    >>> listing.files[0]                                                                    # doctest: +SKIP
+    RemoteFile(relative='circle/circle_00000.png', size=231, version='1732871234.5')
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from uc_jupyter.catalog import NotFound
+
+if TYPE_CHECKING:
+    import fsspec
+
+    from uc_jupyter.catalog import ResolvedVolumePath
+
+__all__ = [
+    "Listing",
+    "RemoteFile",
+    "RetryPolicy",
+    "VolumeReadError",
+    "fetch_file",
+    "is_transient",
+    "list_volume",
+]
+
+_MARKERS = ("_SUCCESS", "_committed_*", "_started_*")
+
+
+class VolumeReadError(OSError):
+    """A volume file could not be read, after retries; the message names its /Volumes path."""
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    relative: str  # path below the dataset's folder
+    size: int
+    version: str | None  # ETag or modification time: a changed file gets a new cache key
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The sorted files of a dataset folder, taken once and shipped to workers with the dataset."""
+
+    volume_path: str  # the /Volumes folder
+    url: str  # its storage URL
+    files: tuple[RemoteFile, ...]
+    digest: str = field(default="")  # identifies this exact listing (paths, sizes, versions)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def only(self, keep: Callable[[RemoteFile], bool]) -> Listing:
+        """The listing narrowed to the files ``keep`` accepts (with its own digest)."""
+        files = tuple(f for f in self.files if keep(f))
+        return Listing(self.volume_path, self.url, files, _digest(files))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter: attempt k waits uniform(0, base * 2**k), capped."""
+
+    attempts: int = 5
+    base_seconds: float = 0.1
+    max_seconds: float = 5.0
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        return rng.uniform(0.0, min(self.max_seconds, self.base_seconds * 2**attempt))
+
+
+def list_volume(
+    resolved: ResolvedVolumePath,
+    *,
+    recursive: bool = False,
+    include: str | Sequence[str] | None = None,
+    exclude: str | Sequence[str] | None = None,
+) -> Listing:
+    """List the files of a /Volumes folder once, sorted, without hidden and Spark marker files.
+
+    ``include`` / ``exclude`` are glob patterns matched against the path below the folder.
+
+    Raises:
+        NotFound: the folder does not exist.
+        NotADirectoryError: the path is a file.
+        ValueError: nothing is left to read.
+    """
+    fs, root = resolved.fs, resolved.path.rstrip("/")
+    where = resolved.volume_path
+    fs.invalidate_cache(root)  # a fresh listing: filesystems like s3fs keep listings around
+    info = _info(fs, root)
+    if info is None:
+        raise NotFound(f"{where} does not exist")
+    if info.get("type") == "file":
+        raise NotADirectoryError(f"{where} is a file, not a folder; give the folder that holds the files")
+    entries = fs.find(root, detail=True) if recursive else fs.ls(root, detail=True)
+    if isinstance(entries, dict):
+        entries = list(entries.values())
+    includes, excludes = _patterns(include), _patterns(exclude)
+    files: list[RemoteFile] = []
+    prefix = _strip_protocol(fs, root).rstrip("/") + "/"
+    for entry in entries:
+        if entry.get("type") == "directory":
+            continue
+        name = _strip_protocol(fs, entry["name"])
+        if not name.startswith(prefix):
+            continue
+        relative = name[len(prefix) :]
+        if _hidden(relative):
+            continue
+        if includes and not any(fnmatch.fnmatchcase(relative, p) for p in includes):
+            continue
+        if any(fnmatch.fnmatchcase(relative, p) for p in excludes):
+            continue
+        files.append(RemoteFile(relative, int(entry.get("size") or 0), _version(entry)))
+    if not files:
+        what = "matching files" if includes or excludes else "files"
+        deeper = "" if recursive else " (pass recursive=True to include sub-folders)"
+        raise ValueError(f"{where} holds no {what} to read{deeper}")
+    files.sort(key=lambda f: f.relative)
+    return Listing(where, resolved.url, tuple(files), _digest(files))
+
+
+def _digest(files: Sequence[RemoteFile]) -> str:
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f"{f.relative}\x00{f.size}\x00{f.version}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Errors worth retrying: 5xx and 429 answers, throttling, resets and timeouts."""
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        return False
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return True
+    status = getattr(exc, "status", None) or getattr(exc, "status_code", None)
+    response = getattr(exc, "response", None)
+    if status is None and isinstance(response, dict):  # botocore ClientError
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        code = str(response.get("Error", {}).get("Code", ""))
+        if code in ("SlowDown", "Throttling", "RequestTimeout", "InternalError", "ServiceUnavailable"):
+            return True
+    if isinstance(status, int):
+        return status >= 500 or status == 429
+    text = str(exc)
+    if any(marker in text for marker in ("503", "502", "500 ", "504", "SlowDown", "reset by peer", "timed out")):
+        return True
+    cause = exc.__cause__ or exc.__context__
+    return cause is not None and cause is not exc and is_transient(cause)
+
+
+def fetch_file(
+    fs: fsspec.AbstractFileSystem,
+    remote_path: str,
+    local_path: str,
+    *,
+    volume_path: str,
+    policy: RetryPolicy,
+    on_retry: Callable[[], None] = lambda: None,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: random.Random | None = None,
+) -> None:
+    """Download ``remote_path`` to ``local_path``, retrying transient errors with backoff."""
+    rng = rng or random.Random()
+    for attempt in range(policy.attempts):
+        try:
+            fs.get_file(remote_path, local_path)
+            return
+        except Exception as exc:
+            if os.path.exists(local_path):
+                os.unlink(local_path)
+            if not is_transient(exc) or attempt == policy.attempts - 1:
+                tries = f" after {attempt + 1} attempts" if attempt else ""
+                raise VolumeReadError(f"cannot read {volume_path}{tries}: {_describe(exc)}") from exc
+            on_retry()
+            sleep(policy.delay(attempt, rng))
+
+
+def _describe(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
+def _info(fs: fsspec.AbstractFileSystem, path: str) -> dict[str, Any] | None:
+    try:
+        info: dict[str, Any] = fs.info(path)
+        return info
+    except FileNotFoundError:
+        return None
+
+
+def _strip_protocol(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    return str(fs._strip_protocol(path))
+
+
+def _hidden(relative: str) -> bool:
+    parts = relative.split("/")
+    if any(part.startswith(".") for part in parts):
+        return True
+    return any(fnmatch.fnmatchcase(parts[-1], marker) for marker in _MARKERS)
+
+
+def _patterns(patterns: str | Sequence[str] | None) -> tuple[str, ...]:
+    if patterns is None:
+        return ()
+    return (patterns,) if isinstance(patterns, str) else tuple(patterns)
+
+
+def _version(entry: dict[str, Any]) -> str | None:
+    for key in ("ETag", "etag", "mtime", "LastModified", "last_modified", "updated", "created"):
+        value = entry.get(key)
+        if value is not None:
+            return str(value)
+    return None

@@ -1,0 +1,519 @@
+"""``UCVolumeDataset``: stream a volume folder's files into PyTorch through the shared local cache.
+
+The folder is resolved and READ VOLUME-checked through the catalog and listed once, when the
+dataset is created; the listing travels with the dataset to DataLoader workers (no listing storm).
+Each stream (one rank's worker) takes its slice of the epoch's order (see
+:mod:`uc_jupyter.data.partition`), fetches ahead with a small thread pool and yields local paths.
+
+Example:
+    >>> from uc_jupyter.data import UCVolumeDataset
+    >>> ds = UCVolumeDataset("/Volumes/main/ml/images", recursive=True, shuffle=True)  # doctest: +SKIP
+    >>> next(iter(ds))                                                                 # doctest: +SKIP
+    '/root/.uc_jupyter/cache/pins/4242/0.circle_00417.png'
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures as cf
+import contextlib
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+import torch.utils.data
+
+from uc_jupyter.catalog import Catalog, get_catalog
+from uc_jupyter.catalog import storage as st
+from uc_jupyter.data.cache import CachedFile, FileCache
+from uc_jupyter.data.grid import current_grid
+from uc_jupyter.data.partition import Grid, OnUneven, plan
+from uc_jupyter.data.remote import Listing, RemoteFile, RetryPolicy, fetch_file, list_volume
+from uc_jupyter.data.stats import DatasetStats, StreamStats
+
+if TYPE_CHECKING:
+    import fsspec
+
+__all__ = ["Fingerprint", "UCVolumeDataset"]
+
+CacheMode = Literal["auto", "always", "never"]
+_MAX_PREFETCH = 64
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What a checkpoint of a stream is only valid for."""
+
+    volume_path: str
+    listing: str  # digest of the listed paths, sizes and versions
+    seed: int
+    shuffle: bool
+    on_uneven: str
+    world_size: int
+    num_workers: int
+
+
+class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
+    """A torch ``IterableDataset`` over the files of a ``/Volumes/...`` folder, yielding local paths.
+
+    Args:
+        path: a ``/Volumes/<catalog>/<schema>/<volume>/<folder>`` path (READ VOLUME is checked).
+        recursive: include sub-folders.
+        include, exclude: glob patterns on the path below ``path`` (e.g. ``"*.png"``).
+        shuffle, seed: one permutation per epoch from ``(seed, epoch)``, the same on every rank.
+        cache: ``"auto"`` reads local ``file://`` volumes in place and caches everything else;
+            ``"always"`` / ``"never"`` force either way.
+        cache_dir, cache_max_bytes, min_free_bytes: the shared cache (see :class:`FileCache`).
+        prefetch: downloads kept in flight per stream (default: adapts to latency and pace).
+        on_uneven: ``"pad"`` (every rank yields the same count), ``"drop"`` or ``"allow"``.
+        transform: applied to each local path in the stream; the file may vanish after it returns.
+        label_by: ``"folder"`` yields ``(item, label)`` with labels numbering the first-level
+            sub-folders in sorted order (``self.classes`` names them); files beside them are skipped.
+        catalog: the catalog to resolve ``path`` with (default :func:`get_catalog`).
+
+    Example:
+        >>> ds = UCVolumeDataset("/Volumes/main/ml/images/circle")  # doctest: +SKIP
+        >>> len(ds), ds.listing.total_bytes                           # doctest: +SKIP
+        (1000, 231456)
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        recursive: bool = False,
+        include: str | Sequence[str] | None = None,
+        exclude: str | Sequence[str] | None = None,
+        shuffle: bool = False,
+        seed: int = 0,
+        cache: CacheMode = "auto",
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_max_bytes: int | None = None,
+        min_free_bytes: int | None = None,
+        prefetch: int | None = None,
+        on_uneven: OnUneven = "pad",
+        transform: Callable[[str], Any] | None = None,
+        label_by: Literal["folder"] | None = None,
+        retry: RetryPolicy | None = None,
+        pin_window: int = 512,
+        catalog: Catalog | None = None,
+    ) -> None:
+        super().__init__()
+        if cache not in ("auto", "always", "never"):
+            raise ValueError(f"invalid cache {cache!r}: use 'auto', 'always' or 'never'")
+        if on_uneven not in ("pad", "drop", "allow"):
+            raise ValueError(f"invalid on_uneven {on_uneven!r}: use 'pad', 'drop' or 'allow'")
+        if prefetch is not None and (not isinstance(prefetch, int) or prefetch < 1):
+            raise ValueError(f"invalid prefetch {prefetch!r}: give a positive number of files")
+        if not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"invalid seed {seed!r}: give a non-negative integer")
+        if pin_window < 1:
+            raise ValueError(f"invalid pin_window {pin_window!r}: give a positive number of files")
+        resolved = (catalog or get_catalog()).resolve_volume_path(path)
+        self.listing: Listing = list_volume(resolved, recursive=recursive, include=include, exclude=exclude)
+        self._root = resolved.path.rstrip("/")
+        self._url = resolved.url
+        self._storage_options = resolved.storage_options
+        self._local = st.is_local(resolved.url)
+        # Local volumes are read where they lie unless "always"; remote ones always go through
+        # the cache, which with "never" only streams files through (nothing is kept).
+        self.in_place = self._local and cache != "always"
+        self._keep = cache != "never"
+        self.shuffle, self.seed, self.on_uneven = shuffle, seed, on_uneven
+        self.prefetch = prefetch
+        self.transform = transform
+        self.classes: tuple[str, ...] = ()
+        if label_by is not None:
+            if label_by != "folder":
+                raise ValueError(f"invalid label_by {label_by!r}: use 'folder' or None")
+            # Like an image-folder dataset: files beside the class folders (labels.csv) are skipped.
+            self.listing = self.listing.only(lambda f: "/" in f.relative)
+            if not self.listing.files:
+                raise ValueError(
+                    f"{self.listing.volume_path} has no class folders; label_by='folder' reads <folder>/<class>/<file>"
+                )
+            self.classes = tuple(sorted({f.relative.split("/", 1)[0] for f in self.listing.files}))
+        self._label_index = {name: i for i, name in enumerate(self.classes)}
+        self.retry = retry or RetryPolicy()
+        self.pin_window = pin_window
+        self._cache_budget = (cache_max_bytes, min_free_bytes)
+        self._cache_dir = cache_dir
+        self._cache: FileCache | None = None
+        self._next_epoch = 0
+        self._resume: dict[str, Any] | None = None
+        self._streams: dict[tuple[int, int], StreamStats] = {}
+        self._positions: dict[str, int] = {}
+        self._fs: tuple[int, fsspec.AbstractFileSystem] | None = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:  # for spawn/forkserver DataLoader workers and ranks
+        state = self.__dict__.copy()
+        state["_lock"] = None
+        state["_fs"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def __copy__(self) -> UCVolumeDataset:
+        """A view with the same listing and settings but its own progress and counters."""
+        twin = UCVolumeDataset.__new__(UCVolumeDataset)
+        twin.__dict__.update(self.__dict__)
+        twin._lock = threading.Lock()
+        twin._streams, twin._positions, twin._resume = {}, {}, None
+        return twin
+
+    # ---------------------------------------------------------------- torch protocol
+    def __len__(self) -> int:
+        """The number of items this rank yields per epoch (over all its DataLoader workers)."""
+        grid = current_grid()
+        shard = plan(len(self.listing.files), replace(grid, worker=0, num_workers=1), on_uneven=self.on_uneven)
+        return shard.rank_count
+
+    def __iter__(self) -> Iterator[Any]:
+        grid = current_grid()
+        epoch = self._take_epoch()
+        shard = plan(
+            len(self.listing.files),
+            grid,
+            shuffle=self.shuffle,
+            seed=self.seed,
+            epoch=epoch,
+            on_uneven=self.on_uneven,
+        )
+        if shard.rank_count == 0:
+            raise ValueError(
+                f"{self.listing.volume_path}: {len(self.listing.files)} files leave rank {grid.rank} of "
+                f"{grid.world_size} nothing with on_uneven={self.on_uneven!r}; use on_uneven='pad'"
+            )
+        stream = _stream_name(grid)
+        skip = self._skip_for(stream, grid, epoch)
+        stats = StreamStats(
+            rank=grid.rank,
+            worker=grid.worker,
+            epoch=epoch,
+            padded=shard.padded,
+            dropped=shard.dropped,
+            shard_size=len(shard.indices),
+        )
+        self._record((grid.rank, grid.worker), stats, stream, skip, epoch)
+        files = [self.listing.files[i] for i in shard.indices[skip:]]
+        if self.in_place:
+            return self._read_in_place(files, (grid.rank, grid.worker), stream)
+        return self._read_cached(files, (grid.rank, grid.worker), stream)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use ``epoch``'s order for the next pass (later passes count up from it).
+
+        Without ``set_epoch`` each pass in a process moves to the next epoch by itself, which
+        keeps persistent DataLoader workers in step.
+        """
+        if not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"invalid epoch {epoch!r}: give a non-negative integer")
+        self._next_epoch = epoch
+
+    # ---------------------------------------------------------------- checkpoints
+    def fingerprint(self, grid: Grid | None = None) -> Fingerprint:
+        grid = grid or current_grid()
+        return Fingerprint(
+            volume_path=self.listing.volume_path,
+            listing=self.listing.digest,
+            seed=self.seed,
+            shuffle=self.shuffle,
+            on_uneven=self.on_uneven,
+            world_size=grid.world_size,
+            num_workers=grid.num_workers,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the streams of this process delivered in the current epoch, JSON-serialisable.
+
+        Example:
+            >>> state = ds.state_dict()        # doctest: +SKIP
+            >>> ds2.load_state_dict(state)     # continues with exactly the remaining files
+        """
+        with self._lock:
+            epoch = max((s.epoch for s in self._streams.values()), default=self._next_epoch)
+            return {
+                "fingerprint": asdict(self.fingerprint()),
+                "epoch": epoch,
+                "streams": dict(self._positions),
+            }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume: the next pass runs ``state``'s epoch, skipping what each stream delivered."""
+        expected = asdict(self.fingerprint())
+        given = state.get("fingerprint") if isinstance(state, dict) else None
+        if not isinstance(given, dict):
+            raise ValueError("not a UCVolumeDataset state: it has no 'fingerprint'")
+        differs = [k for k in expected if given.get(k) != expected[k]]
+        if differs:
+            first = differs[0]
+            raise ValueError(
+                f"cannot resume {self.listing.volume_path}: the checkpoint's {first} is "
+                f"{given.get(first)!r}, this dataset's is {expected[first]!r}"
+            )
+        self._resume = {"epoch": int(state["epoch"]), "streams": dict(state.get("streams", {}))}
+        self._next_epoch = int(state["epoch"])
+
+    # ---------------------------------------------------------------- stats
+    def stats(self) -> DatasetStats:
+        """Counters of the streams run in this process, and the shared cache's fill."""
+        with self._lock:
+            streams = tuple(self._streams[k] for k in sorted(self._streams))
+        cache = None if self.in_place else self._file_cache().stats()
+        return DatasetStats(
+            streams=streams,
+            cache=cache,
+            listed_files=len(self.listing.files),
+            listed_bytes=self.listing.total_bytes,
+        )
+
+    # ---------------------------------------------------------------- internals
+    def _take_epoch(self) -> int:
+        with self._lock:
+            epoch = self._next_epoch
+            self._next_epoch += 1
+            return epoch
+
+    def _skip_for(self, stream: str, grid: Grid, epoch: int) -> int:
+        resume = self._resume
+        if resume is None or resume["epoch"] != epoch:
+            return 0
+        return int(resume["streams"].get(stream, 0))
+
+    def _record(self, key: tuple[int, int], stats: StreamStats, stream: str, skip: int, epoch: int) -> None:
+        with self._lock:
+            previous = self._streams.get(key)
+            if previous is not None:  # counters are cumulative over epochs
+                stats = replace(
+                    previous,
+                    epoch=epoch,
+                    padded=stats.padded,
+                    dropped=stats.dropped,
+                    shard_size=stats.shard_size,
+                )
+            self._streams[key] = stats
+            self._positions[stream] = skip
+
+    def _count(self, key: tuple[int, int], stream: str, **deltas: int) -> None:
+        with self._lock:
+            stats = self._streams[key]
+            self._streams[key] = replace(stats, **{k: getattr(stats, k) + v for k, v in deltas.items()})
+            if "files" in deltas:
+                self._positions[stream] = self._positions.get(stream, 0) + deltas["files"]
+
+    def _filesystem(self) -> fsspec.AbstractFileSystem:
+        # One filesystem object per process: async filesystems do not survive a fork.
+        if self._fs is None or self._fs[0] != os.getpid():
+            import fsspec.core
+
+            fs, _ = fsspec.core.url_to_fs(self._url, skip_instance_cache=True, **self._storage_options)
+            self._fs = (os.getpid(), fs)
+        return self._fs[1]
+
+    def _file_cache(self) -> FileCache:
+        if self._cache is None:
+            max_bytes, min_free_bytes = self._cache_budget
+            self._cache = FileCache(self._cache_dir, max_bytes=max_bytes, min_free_bytes=min_free_bytes)
+        return self._cache
+
+    def _deliver(self, path: str, remote: RemoteFile) -> Any:
+        item = self.transform(path) if self.transform is not None else path
+        if self.classes:
+            return item, self._label_index[remote.relative.split("/", 1)[0]]
+        return item
+
+    def _read_in_place(self, files: list[RemoteFile], key: tuple[int, int], stream: str) -> Iterator[Any]:
+        for remote in files:
+            item = self._deliver(f"{self._root}/{remote.relative}", remote)
+            self._count(key, stream, files=1, bytes=remote.size, hits=1)
+            yield item
+
+    def _read_cached(self, files: list[RemoteFile], key: tuple[int, int], stream: str) -> Iterator[Any]:
+        cache = self._file_cache()
+        fs = self._filesystem()
+        group = f"{self.listing.url}#{self.listing.digest}"
+        pace = _Pace(self.prefetch)
+        held = _Held(cache, self.pin_window)
+        pending: collections.deque[tuple[RemoteFile, cf.Future[CachedFile]]] = collections.deque()
+        todo = iter(enumerate(files))
+        turns = _Turnstile()
+
+        def fetch_one(position: int, remote: RemoteFile) -> CachedFile:
+            started = time.perf_counter()
+            cache_key = FileCache.key(f"{self.listing.url}/{remote.relative}", remote.size, remote.version)
+
+            def download(tmp: str) -> None:
+                fetch_file(
+                    fs,
+                    f"{self._root}/{remote.relative}",
+                    tmp,
+                    volume_path=f"{self.listing.volume_path}/{remote.relative}",
+                    policy=self.retry,
+                    on_retry=lambda: self._count(key, stream, retries=1),
+                )
+
+            got = cache.get(
+                cache_key,
+                remote.size,
+                download,
+                group=group,
+                name=remote.relative.rsplit("/", 1)[-1],
+                keep=self._keep,
+                relieve=held.relieve,
+                reserve_turn=lambda: turns.turn(position),
+            )
+            if got.downloaded:
+                pace.fetched(time.perf_counter() - started)
+                self._count(key, stream, misses=1, bytes_downloaded=got.size, streamed=0 if got.resident else 1)
+            else:
+                self._count(key, stream, hits=1)
+            return got
+
+        pool = cf.ThreadPoolExecutor(max_workers=_MAX_PREFETCH if self.prefetch is None else self.prefetch)
+        try:
+            while True:
+                while len(pending) < pace.depth():
+                    position, remote = next(todo, (-1, None))
+                    if remote is None:
+                        break
+                    pending.append((remote, pool.submit(turns.passing(position, fetch_one), position, remote)))
+                if not pending:
+                    return
+                remote, future = pending.popleft()
+                got = future.result()
+                try:
+                    item = self._deliver(got.path, remote)
+                finally:
+                    if self.transform is not None:
+                        cache.release(got)
+                    else:
+                        held.add(got)
+                self._count(key, stream, files=1, bytes=got.size)
+                pace.consumed()
+                yield item
+        finally:
+            for _, future in pending:
+                future.cancel()
+            pool.shutdown(wait=True)
+            for _, future in pending:
+                if not future.cancelled() and future.exception() is None:
+                    cache.release(future.result())
+            held.release_all()
+
+
+class _Turnstile:
+    """Lets a stream's downloads reserve cache budget in delivery order.
+
+    Reservations out of order could deadlock: files later in the stream, finished but not yet
+    consumed, could hold the budget the file the consumer waits for needs. In order, the head of
+    the stream always gets its reservation first, and everything it waits for is released as
+    consumers move on. Hits reserve nothing and never wait.
+    """
+
+    def __init__(self) -> None:
+        self._done: set[int] = set()
+        self._next = 0
+        self._changed = threading.Condition()
+
+    @contextlib.contextmanager
+    def turn(self, position: int) -> Iterator[None]:
+        """Wait until every earlier position is done, then mark this one done on leaving."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._next >= position)
+        try:
+            yield
+        finally:
+            self.done(position)
+
+    def done(self, position: int) -> None:
+        with self._changed:
+            if position < self._next or position in self._done:
+                return
+            self._done.add(position)
+            while self._next in self._done:
+                self._done.remove(self._next)
+                self._next += 1
+            self._changed.notify_all()
+
+    def passing(self, position: int, fetch: Callable[[int, RemoteFile], CachedFile]) -> Callable[..., CachedFile]:
+        """``fetch`` that marks ``position`` done however it ends (a hit never takes its turn)."""
+
+        def run(*args: Any) -> CachedFile:
+            try:
+                return fetch(*args)
+            finally:
+                self.done(position)
+
+        return run
+
+
+class _Held:
+    """Files handed out and still pinned, so their paths stay valid while the consumer (a collate
+    function, the training loop) uses them: the last ``window`` items. Under budget pressure the
+    cache asks to ``relieve`` it: the oldest half of the streamed files is released early, since
+    they hold budget that files in flight need (resident pins hold none)."""
+
+    def __init__(self, cache: FileCache, window: int) -> None:
+        self._cache, self._window = cache, window
+        self._files: collections.deque[CachedFile] = collections.deque()
+        self._lock = threading.Lock()
+
+    def add(self, got: CachedFile) -> None:
+        with self._lock:
+            self._files.append(got)
+            expired = [self._files.popleft() for _ in range(len(self._files) - self._window)]
+        for old in expired:
+            self._cache.release(old)
+
+    def relieve(self) -> None:
+        with self._lock:
+            streamed = [f for f in self._files if not f.resident]
+            early = streamed[: max(1, len(streamed) // 2)] if streamed else []
+            for f in early:
+                self._files.remove(f)
+        for f in early:
+            self._cache.release(f)
+
+    def release_all(self) -> None:
+        with self._lock:
+            files, self._files = list(self._files), collections.deque()
+        for f in files:
+            self._cache.release(f)
+
+
+class _Pace:
+    """How many downloads to keep in flight: enough to cover one download's latency at the pace the
+    consumer takes items (Little's law), between 4 and 64, unless fixed by ``prefetch=``."""
+
+    def __init__(self, fixed: int | None) -> None:
+        self.fixed = fixed
+        self.fetch_seconds = 0.0
+        self.consume_seconds = 0.0
+        self._last = time.perf_counter()
+
+    def fetched(self, seconds: float) -> None:
+        self.fetch_seconds = seconds if not self.fetch_seconds else 0.9 * self.fetch_seconds + 0.1 * seconds
+
+    def consumed(self) -> None:
+        now = time.perf_counter()
+        interval, self._last = now - self._last, now
+        self.consume_seconds = interval if not self.consume_seconds else 0.9 * self.consume_seconds + 0.1 * interval
+
+    def depth(self) -> int:
+        if self.fixed is not None:
+            return self.fixed
+        if not self.fetch_seconds:
+            return 16
+        wanted = math.ceil(self.fetch_seconds / max(self.consume_seconds, 1e-4)) + 2
+        return max(4, min(_MAX_PREFETCH, wanted))
+
+
+def _stream_name(grid: Grid) -> str:
+    return f"rank{grid.rank}-worker{grid.worker}"

@@ -1,0 +1,1 @@
+"""Servers and helpers for tests, benchmarks and tutorials (real processes on 127.0.0.1)."""

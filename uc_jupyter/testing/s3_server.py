@@ -1,0 +1,374 @@
+"""A small S3-compatible server over a local folder, with injected latency, bandwidth and failures.
+
+It speaks the part of S3 that reading a volume needs (ListObjectsV2, HeadBucket, HeadObject,
+GetObject with ranges, PutObject) so ``s3fs`` can use it, and it counts what it serves. The tests,
+the benchmarks and the tutorial notebooks run it in its own process on 127.0.0.1:
+
+    python -m uc_jupyter.testing.s3_server --root DIR [--latency 0.03] [--bandwidth 50e6]
+
+Buckets are the sub-folders of ``DIR``. Control endpoints (plain JSON, outside S3's namespace):
+``GET /_control/stats``, ``POST /_control/reset`` and ``POST /_control/config`` with any of
+``latency`` (seconds per request), ``bandwidth`` (bytes per second, all connections together, 0 for
+unlimited), ``fail_first`` (answer the first N GETs of each object with an error) and ``fail_status``
+(503 SlowDown, the default, or 500 InternalError).
+
+Example:
+    >>> with S3TestServer(root) as server:                     # doctest: +SKIP
+    ...     fs = s3fs.S3FileSystem(**server.storage_options)
+    ...     fs.ls("bucket")
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from email.utils import formatdate
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+from xml.sax.saxutils import escape
+
+from aiohttp import web
+
+__all__ = ["S3TestServer", "serve"]
+
+_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+_CHUNK = 64 * 1024
+
+
+class _State:
+    def __init__(self, root: Path, latency: float, bandwidth: float, fail_first: int) -> None:
+        self.root = root
+        self.latency = latency
+        self.bandwidth = bandwidth
+        self.fail_first = fail_first
+        self.fail_status = 503
+        self.reset()
+        self._free_at = 0.0
+
+    def reset(self) -> None:
+        self.requests: collections.Counter[str] = collections.Counter()
+        self.gets: collections.Counter[str] = collections.Counter()
+        self.attempts: collections.Counter[str] = collections.Counter()
+        self.bytes_sent = 0
+
+    async def throttle(self, size: int) -> None:
+        """Share one link of ``bandwidth`` bytes per second among all connections."""
+        if not self.bandwidth:
+            return
+        now = time.monotonic()
+        start = max(now, self._free_at)
+        self._free_at = start + size / self.bandwidth
+        await asyncio.sleep(self._free_at - now)
+
+
+def _xml(body: str, status: int = 200) -> web.Response:
+    return web.Response(
+        status=status,
+        body=f'<?xml version="1.0" encoding="UTF-8"?>\n{body}'.encode(),
+        content_type="application/xml",
+    )
+
+
+def _error(status: int, code: str, message: str) -> web.Response:
+    return _xml(f"<Error><Code>{code}</Code><Message>{escape(message)}</Message></Error>", status)
+
+
+def _etag(stat: os.stat_result) -> str:
+    return f'"{stat.st_ino:x}-{stat.st_mtime_ns:x}-{stat.st_size:x}"'
+
+
+def _iso(mtime: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(mtime))
+
+
+def _object_path(state: _State, bucket: str, key: str) -> Path | None:
+    base = (state.root / bucket).resolve()
+    path = (base / key).resolve()
+    if not str(path).startswith(str(base) + os.sep):
+        return None
+    return path
+
+
+def _list(state: _State, bucket: str, query: Any) -> web.Response:
+    base = state.root / bucket
+    prefix = query.get("prefix", "")
+    delimiter = query.get("delimiter", "")
+    max_keys = int(query.get("max-keys", "1000"))
+    after = query.get("continuation-token") or query.get("start-after") or ""
+    encode = query.get("encoding-type") == "url"
+    keys: list[tuple[str, os.stat_result]] = []
+    for folder, _dirs, files in os.walk(base):
+        for name in files:
+            path = Path(folder, name)
+            key = path.relative_to(base).as_posix()
+            if key.startswith(prefix):
+                keys.append((key, path.stat()))
+    keys.sort()
+    contents: list[str] = []
+    prefixes: list[str] = []
+    last = ""
+    truncated = False
+    for key, stat in keys:
+        if key <= after:
+            continue
+        rest = key[len(prefix) :]
+        if delimiter and delimiter in rest:
+            common = prefix + rest.split(delimiter, 1)[0] + delimiter
+            if common <= after or (prefixes and prefixes[-1] == common):
+                continue
+            entry = common
+            prefixes.append(common)
+        else:
+            entry = key
+            shown = quote(key) if encode else escape(key)
+            contents.append(
+                f"<Contents><Key>{shown}</Key><LastModified>{_iso(stat.st_mtime)}</LastModified>"
+                f"<ETag>{escape(_etag(stat))}</ETag><Size>{stat.st_size}</Size>"
+                "<StorageClass>STANDARD</StorageClass></Contents>"
+            )
+        last = entry
+        if len(contents) + len(prefixes) >= max_keys:
+            truncated = True
+            break
+    common_xml = "".join(
+        f"<CommonPrefixes><Prefix>{quote(p) if encode else escape(p)}</Prefix></CommonPrefixes>" for p in prefixes
+    )
+    token = f"<NextContinuationToken>{escape(last)}</NextContinuationToken>" if truncated else ""
+    return _xml(
+        f'<ListBucketResult xmlns="{_NS}"><Name>{escape(bucket)}</Name><Prefix>{escape(prefix)}</Prefix>'
+        f"<KeyCount>{len(contents) + len(prefixes)}</KeyCount><MaxKeys>{max_keys}</MaxKeys>"
+        f"<IsTruncated>{'true' if truncated else 'false'}</IsTruncated>{token}"
+        + ("<EncodingType>url</EncodingType>" if encode else "")
+        + f"{''.join(contents)}{common_xml}</ListBucketResult>"
+    )
+
+
+async def _get(state: _State, request: web.Request, path: Path, key: str) -> web.StreamResponse:
+    stat = path.stat()
+    headers = {
+        "ETag": _etag(stat),
+        "Last-Modified": formatdate(stat.st_mtime, usegmt=True),
+        "Accept-Ranges": "bytes",
+    }
+    start, end = 0, stat.st_size - 1
+    status = 200
+    ranged = request.headers.get("Range", "")
+    if ranged.startswith("bytes="):
+        first, _, last_text = ranged[6:].partition("-")
+        start = int(first) if first else max(0, stat.st_size - int(last_text))
+        end = min(int(last_text), stat.st_size - 1) if first and last_text else stat.st_size - 1
+        status = 206
+        headers["Content-Range"] = f"bytes {start}-{end}/{stat.st_size}"
+    length = max(0, end - start + 1)
+    headers["Content-Length"] = str(length)
+    if request.method == "HEAD":
+        return web.Response(status=200, headers=headers)
+    response = web.StreamResponse(status=status, headers=headers)
+    await response.prepare(request)
+    state.gets[key] += 1
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        remaining = length
+        while remaining:
+            chunk = handle.read(min(_CHUNK, remaining))
+            if not chunk:
+                break
+            await state.throttle(len(chunk))
+            await response.write(chunk)
+            state.bytes_sent += len(chunk)
+            remaining -= len(chunk)
+    await response.write_eof()
+    return response
+
+
+async def _handle(request: web.Request) -> web.StreamResponse:
+    state: _State = request.app["state"]
+    if request.path.startswith("/_control/"):
+        return await _control(state, request)
+    await asyncio.sleep(state.latency)
+    bucket, _, key = request.path.lstrip("/").partition("/")
+    if not bucket or not (state.root / bucket).is_dir():
+        return _error(404, "NoSuchBucket", f"no bucket {bucket!r}")
+    if not key:
+        state.requests["LIST" if request.method == "GET" else f"{request.method} bucket"] += 1
+        if request.method == "GET" and "location" in request.query:
+            return _xml(f'<LocationConstraint xmlns="{_NS}"></LocationConstraint>')
+        if request.method == "GET":
+            return _list(state, bucket, request.query)
+        return web.Response(status=200)
+    state.requests[request.method] += 1
+    path = _object_path(state, bucket, key)
+    if path is None:
+        return _error(400, "InvalidArgument", "key escapes its bucket")
+    if request.method == "PUT":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.upload")
+        tmp.write_bytes(await request.read())
+        tmp.replace(path)
+        return web.Response(status=200, headers={"ETag": _etag(path.stat())})
+    if not path.is_file():
+        return _error(404, "NoSuchKey", f"no key {key!r}")
+    if request.method == "GET":
+        state.attempts[key] += 1
+        if state.attempts[key] <= state.fail_first:
+            code = "SlowDown" if state.fail_status == 503 else "InternalError"
+            return _error(state.fail_status, code, "injected failure, please retry")
+    if request.method in ("GET", "HEAD"):
+        return await _get(state, request, path, key)
+    return _error(405, "MethodNotAllowed", request.method)
+
+
+async def _control(state: _State, request: web.Request) -> web.Response:
+    action = request.path.removeprefix("/_control/")
+    if action == "reset" and request.method == "POST":
+        state.reset()
+    elif action == "config" and request.method == "POST":
+        config = await request.json()
+        for name in ("latency", "bandwidth", "fail_first", "fail_status"):
+            if name in config:
+                setattr(state, name, type(getattr(state, name))(config[name]))
+    elif action != "stats":
+        return web.json_response({"error": f"unknown control {action!r}"}, status=404)
+    return web.json_response(
+        {
+            "requests": dict(state.requests),
+            "gets": dict(state.gets),
+            "bytes_sent": state.bytes_sent,
+            "latency": state.latency,
+            "bandwidth": state.bandwidth,
+            "fail_first": state.fail_first,
+            "fail_status": state.fail_status,
+        }
+    )
+
+
+async def serve(root: Path, port: int, latency: float, bandwidth: float, fail_first: int) -> None:
+    """Serve until cancelled; prints ``listening on http://127.0.0.1:PORT`` once ready."""
+    app = web.Application(client_max_size=1 << 30)
+    app["state"] = _State(root, latency, bandwidth, fail_first)
+    app.router.add_route("*", "/{tail:.*}", _handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port, backlog=1024)
+    await site.start()
+    print(f"listening on http://127.0.0.1:{runner.addresses[0][1]}", flush=True)
+    await asyncio.Event().wait()
+
+
+class S3TestServer:
+    """Run the server in its own process on a free port; a context manager.
+
+    Example:
+        >>> with S3TestServer("/tmp/buckets", latency=0.03) as server:  # doctest: +SKIP
+        ...     server.stats()["requests"]
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        latency: float = 0.0,
+        bandwidth: float = 0.0,
+        fail_first: int = 0,
+    ) -> None:
+        self.root = Path(root)
+        self.args = [
+            "--latency",
+            str(latency),
+            "--bandwidth",
+            str(bandwidth),
+            "--fail-first",
+            str(fail_first),
+        ]
+        self.process: subprocess.Popen[str] | None = None
+        self.endpoint = ""
+
+    def start(self) -> S3TestServer:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "uc_jupyter.testing.s3_server", "--root", str(self.root), *self.args],
+            stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line.startswith("listening on "):
+            self.stop()
+            raise RuntimeError(f"the S3 test server did not start: {line!r}")
+        self.endpoint = line.split()[-1]
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process is not None and self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def __enter__(self) -> S3TestServer:
+        return self.start()
+
+    def __exit__(self, *exc: object | TracebackType) -> None:
+        self.stop()
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        """What ``s3fs.S3FileSystem`` (and a catalog volume) needs to reach this server."""
+        return {
+            "key": "uc-jupyter-test",
+            "secret": "uc-jupyter-test",
+            "endpoint_url": self.endpoint,
+            "client_kwargs": {"region_name": "us-east-1"},
+        }
+
+    def bucket(self, name: str) -> Path:
+        """Create (if needed) and return the folder behind bucket ``name``."""
+        folder = self.root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def stats(self) -> dict[str, Any]:
+        return self._control("stats")
+
+    def reset(self) -> dict[str, Any]:
+        return self._control("reset", {})
+
+    def configure(self, **config: float) -> dict[str, Any]:
+        return self._control("config", config)
+
+    def _control(self, action: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        with urllib.request.urlopen(f"{self.endpoint}/_control/{action}", data=data, timeout=30) as reply:
+            result: dict[str, Any] = json.loads(reply.read())
+            return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--root", required=True, type=Path, help="folder whose sub-folders are buckets")
+    parser.add_argument("--port", type=int, default=0, help="0: a free port")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
+    parser.add_argument("--bandwidth", type=float, default=0.0, help="bytes per second in all (0: unlimited)")
+    parser.add_argument("--fail-first", type=int, default=0, help="503 the first N GETs of each object")
+    args = parser.parse_args(argv)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(args.root, args.port, args.latency, args.bandwidth, args.fail_first))
+
+
+if __name__ == "__main__":
+    main()
