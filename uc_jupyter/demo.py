@@ -228,6 +228,8 @@ def run_demo(catalog: Catalog | None = None, out: Any = None) -> int:
         + ", ".join(f"{k} {v}" for k, v in sorted(per_class.items()))
     )
 
+    _stream_images(cat, volume.path, say)
+
     with cat.as_principal(DENIED_PRINCIPAL):
         visible = cat.resolve_volume_path(f"{volume.path}/labels.csv")
         say(f"as {DENIED_PRINCIPAL}: reads {visible.volume_path} ({visible.fs.size(visible.path)} bytes)")
@@ -239,6 +241,31 @@ def run_demo(catalog: Catalog | None = None, out: Any = None) -> int:
             say(f"as {DENIED_PRINCIPAL}: unexpectedly allowed to read {TABLE}")
             return 1
     return 0
+
+
+def _stream_images(cat: Catalog, path: str, say: Any) -> None:
+    """The volume into PyTorch: decoded (image, label) batches, then the shared cache at work."""
+    import torch.utils.data
+
+    from uc_jupyter.data import UCVolumeDataset, decode_bytes, labelled_folder, map_paths
+
+    images = labelled_folder(path, shuffle=True, seed=0, catalog=cat)
+    loader = torch.utils.data.DataLoader(images, batch_size=64, num_workers=2, multiprocessing_context="fork")
+    batches = [(x, y) for x, y in loader]
+    counts = torch.bincount(torch.cat([y for _, y in batches]), minlength=len(images.classes)).tolist()
+    x, _ = batches[0]
+    say(
+        f"UCVolumeDataset {path}: {len(batches)} batches of {tuple(x.shape)} {x.dtype} from 2 DataLoader workers; "
+        + ", ".join(f"{name} {n}" for name, n in zip(images.classes, counts, strict=True))
+    )
+    cached = map_paths(UCVolumeDataset(path, recursive=True, cache="always", catalog=cat), decode_bytes)
+    for epoch in (1, 2):
+        sum(len(item) for item in cached)
+        stream = cached.stats().streams[0]
+        say(f"  cached pass {epoch}: {stream.files} files so far, {stream.hits} cache hits, {stream.misses} downloads")
+    fill = cached.stats().cache
+    if fill is not None:
+        say(f"  cache {fill.root}: {fill.resident_bytes / 1e6:.1f} MB resident in {fill.entries} files")
 
 
 if __name__ == "__main__":

@@ -188,6 +188,24 @@ def test_waiting_for_room_asks_the_holder_to_relieve_then_gives_up(tmp_path: Pat
     cache.release(resident)
 
 
+def test_a_starving_download_evicts_its_own_groups_unpinned_files(tmp_path: Path) -> None:
+    clock = FakeClock()
+    cache = FileCache(
+        tmp_path, max_bytes=4_000, min_free_bytes=0, headroom=0.25, starve_seconds=1.0, clock=clock, sleep=clock.sleep
+    )
+    for i in range(3):  # the resident set: 3000 of the 3000 bytes it may take
+        cache.release(get(cache, f"r{i}", b"r" * 1000))
+    in_flight = get(cache, "s0", b"s" * 1000)  # a streamed file some consumer still holds
+    assert not in_flight.resident
+    waited_from = clock.now
+    starving = get(cache, "s1", b"t" * 1000)  # no room until a resident file goes
+    assert clock.now - waited_from >= 1.0
+    assert cache.stats().evictions == 1
+    assert cache.stats().used_bytes <= cache.max_bytes
+    cache.release(starving)
+    cache.release(in_flight)
+
+
 # ----------------------------------------------------------------- across processes
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import threading
@@ -36,6 +37,17 @@ def loader_items(dataset: UCVolumeDataset, workers: int, context: str | None = N
         multiprocessing_context=context if workers else None,
     )
     return list(loader)
+
+
+def stored_bytes(cache_dir: Path) -> int:
+    """Bytes of the cache's data files right now (files come and go while it is summed)."""
+    total = 0
+    for sub in ("objects", "stream", "tmp"):
+        for folder, _, names in os.walk(cache_dir / sub):
+            for name in names:
+                with contextlib.suppress(FileNotFoundError):
+                    total += os.stat(os.path.join(folder, name)).st_size
+    return total
 
 
 def read_bytes(path: str) -> bytes:
@@ -283,13 +295,7 @@ def test_the_budget_is_never_crossed_and_epoch_two_refetches_at_most_sixty_perce
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
-            used = sum(
-                p.stat().st_size
-                for sub in ("objects", "stream", "tmp")
-                for p in (cache_dir / sub).rglob("*")
-                if p.is_file()
-            )
-            peak = max(peak, used)
+            peak = max(peak, stored_bytes(cache_dir))
 
     sampler = threading.Thread(target=sample)
     sampler.start()

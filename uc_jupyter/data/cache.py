@@ -124,6 +124,9 @@ class FileCache:
         min_free_bytes: never let the disk's free space fall below this (default 10% of the disk).
         headroom: the fraction of the budget kept for files streamed past a full cache.
         grace_seconds: files of other groups used more recently than this are not evicted.
+        wait_seconds: how long a download waits for room before CacheBudgetError.
+        starve_seconds: after waiting this long, unpinned resident files of any group are evicted
+            to make room (files in flight elsewhere may be waiting on this one).
         clock, sleep: injected time for tests.
     """
 
@@ -136,6 +139,7 @@ class FileCache:
         headroom: float = 0.1,
         grace_seconds: float = 600.0,
         wait_seconds: float = 120.0,
+        starve_seconds: float = 1.0,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -154,6 +158,7 @@ class FileCache:
         self.headroom = headroom
         self.grace_seconds = grace_seconds
         self.wait_seconds = wait_seconds
+        self.starve_seconds = starve_seconds
         self._clock, self._sleep = clock, sleep
         self._pid_dirs: dict[str, Path] = {}
         self._store = SqliteStore(self.root / "index.db", schema=_SCHEMA, busy_timeout=_BUSY_TIMEOUT_S)
@@ -236,6 +241,10 @@ class FileCache:
                     tmp.unlink()
                 self._cancel(reservation)
                 raise
+
+    def lookup(self, key: str, size: int, *, name: str = "") -> CachedFile | None:
+        """The pinned file for ``key`` when it is cached, else None (no download, no lock)."""
+        return self._pin(key, name, size, downloaded=False)
 
     def release(self, cached: CachedFile) -> None:
         """The consumer is done with ``cached``: unpin it, or delete a streamed file."""
@@ -324,13 +333,23 @@ class FileCache:
 
     @contextlib.contextmanager
     def _key_lock(self, key: str) -> Iterator[None]:
-        folder = self.root / "locks" / key[:2]
-        folder.mkdir(exist_ok=True)
-        fd = os.open(folder / key, os.O_CREAT | os.O_RDWR, 0o644)
-        try:
+        """Hold the lock file of ``key``; it is deleted on the way out, so ``locks/`` stays empty at
+        rest. A waiter that wakes on a deleted file sees its inode no longer matches and retries."""
+        path = os.path.join(self.root, "locks", f"{key}.lock")
+        while True:
+            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
             fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        try:
             yield
         finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
             os.close(fd)  # closing releases the lock
 
     def _reserve(
@@ -339,9 +358,11 @@ class FileCache:
         """Reserve ``size`` bytes: (True, id) to keep the file resident, (False, id) to stream it.
         Waits while the budget is taken by files in flight; raises CacheBudgetError after
         ``wait_seconds``."""
-        deadline = self._clock() + self.wait_seconds
+        started = self._clock()
+        deadline = started + self.wait_seconds
         delay = 0.01
         while True:
+            starving = self._clock() - started >= self.starve_seconds
             with self._transaction() as conn:
                 resident, reserved = conn.execute("SELECT resident, reserved FROM ledger").fetchone()
                 disk_room = shutil.disk_usage(self.root).free - reserved - self.min_free_bytes
@@ -356,6 +377,15 @@ class FileCache:
                     disk_room += freed
                     resident_ok = resident + reserved + size <= cap and size <= disk_room
                 fits = resident_ok or (resident + reserved + size <= self.max_bytes and size <= disk_room)
+                if not fits and starving:
+                    # Files in flight elsewhere hold the rest of the budget and may be waiting on
+                    # this very file (a DataLoader delivers its workers' batches in turn): give
+                    # up unpinned resident files, this group's included, rather than deadlock.
+                    need = max(resident + reserved + size - self.max_bytes, size - disk_room)
+                    freed, _ = self._evict(conn, self._candidates(conn, group, starving=True), need=need)
+                    resident -= freed
+                    disk_room += freed
+                    fits = resident + reserved + size <= self.max_bytes and size <= disk_room
                 if fits:
                     rid = conn.execute(
                         "INSERT INTO reservations (pid, key, size) VALUES (?, ?, ?)", (os.getpid(), key, size)
@@ -389,18 +419,22 @@ class FileCache:
                 conn.execute("DELETE FROM reservations WHERE id = ?", (reservation,))
                 conn.execute("UPDATE ledger SET reserved = reserved - ?", (row[0],))
 
-    def _candidates(self, conn: sqlite3.Connection, group: str) -> list[tuple[str, int, str]]:
-        """Other groups' resident files not used within the grace period, least recent first."""
+    def _candidates(
+        self, conn: sqlite3.Connection, group: str, *, starving: bool = False
+    ) -> list[tuple[str, int, str]]:
+        """Other groups' resident files not used within the grace period, least recent first; when
+        ``starving``, this group's files first and then every other, grace or not."""
         now = self._clock()
-        aged: list[tuple[float, str, int, str]] = []
-        for key, size, relative in conn.execute("SELECT key, size, path FROM entries WHERE grp != ?", (group,)):
+        aged: list[tuple[bool, float, str, int, str]] = []
+        query = "SELECT key, size, path, grp FROM entries" + ("" if starving else " WHERE grp != ?")
+        for key, size, relative, grp in conn.execute(query, () if starving else (group,)):
             try:
                 mtime = (self.root / "objects" / relative).stat().st_mtime
             except FileNotFoundError:
                 mtime = 0.0
-            if now - mtime >= self.grace_seconds:
-                aged.append((mtime, key, size, relative))
-        return [(key, size, relative) for _, key, size, relative in sorted(aged)]
+            if starving or now - mtime >= self.grace_seconds:
+                aged.append((grp != group, mtime, key, size, relative))
+        return [(key, size, relative) for *_, key, size, relative in sorted(aged)]
 
     def _evict(
         self, conn: sqlite3.Connection, candidates: list[tuple[str, int, str]], *, need: int | None

@@ -31,7 +31,7 @@ from uc_jupyter.catalog import Catalog, get_catalog
 from uc_jupyter.catalog import storage as st
 from uc_jupyter.data.cache import CachedFile, FileCache
 from uc_jupyter.data.grid import current_grid
-from uc_jupyter.data.partition import Grid, OnUneven, plan
+from uc_jupyter.data.partition import Grid, OnUneven, Shard, plan
 from uc_jupyter.data.remote import Listing, RemoteFile, RetryPolicy, fetch_file, list_volume
 from uc_jupyter.data.stats import DatasetStats, StreamStats
 
@@ -117,6 +117,9 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
         self.listing: Listing = list_volume(resolved, recursive=recursive, include=include, exclude=exclude)
         self._root = resolved.path.rstrip("/")
         self._url = resolved.url
+        # Kept so a forked DataLoader worker does not garbage-collect the parent's async client on
+        # its own event loop (which prints a "different loop" traceback); never pickled.
+        self._parent_fs: fsspec.AbstractFileSystem | None = resolved.fs
         self._storage_options = resolved.storage_options
         self._local = st.is_local(resolved.url)
         # Local volumes are read where they lie unless "always"; remote ones always go through
@@ -145,7 +148,8 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
         self._cache: FileCache | None = None
         self._next_epoch = 0
         self._resume: dict[str, Any] | None = None
-        self._streams: dict[tuple[int, int], StreamStats] = {}
+        self._streams: dict[tuple[int, int], _Counters] = {}
+        self._lingering: list[CachedFile] = []
         self._positions: dict[str, int] = {}
         self._fs: tuple[int, fsspec.AbstractFileSystem] | None = None
         self._lock = threading.Lock()
@@ -154,6 +158,8 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
         state = self.__dict__.copy()
         state["_lock"] = None
         state["_fs"] = None
+        state["_parent_fs"] = None
+        state["_lingering"] = []
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -165,7 +171,7 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
         twin = UCVolumeDataset.__new__(UCVolumeDataset)
         twin.__dict__.update(self.__dict__)
         twin._lock = threading.Lock()
-        twin._streams, twin._positions, twin._resume = {}, {}, None
+        twin._streams, twin._positions, twin._resume, twin._lingering = {}, {}, None, []
         return twin
 
     # ---------------------------------------------------------------- torch protocol
@@ -193,19 +199,11 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
             )
         stream = _stream_name(grid)
         skip = self._skip_for(stream, grid, epoch)
-        stats = StreamStats(
-            rank=grid.rank,
-            worker=grid.worker,
-            epoch=epoch,
-            padded=shard.padded,
-            dropped=shard.dropped,
-            shard_size=len(shard.indices),
-        )
-        self._record((grid.rank, grid.worker), stats, stream, skip, epoch)
+        counters = self._record((grid.rank, grid.worker), shard, epoch, stream, skip)
         files = [self.listing.files[i] for i in shard.indices[skip:]]
         if self.in_place:
-            return self._read_in_place(files, (grid.rank, grid.worker), stream)
-        return self._read_cached(files, (grid.rank, grid.worker), stream)
+            return self._read_in_place(files, counters, stream)
+        return self._read_cached(files, counters, stream)
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch``'s order for the next pass (later passes count up from it).
@@ -265,7 +263,7 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
     def stats(self) -> DatasetStats:
         """Counters of the streams run in this process, and the shared cache's fill."""
         with self._lock:
-            streams = tuple(self._streams[k] for k in sorted(self._streams))
+            streams = tuple(self._streams[k].freeze() for k in sorted(self._streams))
         cache = None if self.in_place else self._file_cache().stats()
         return DatasetStats(
             streams=streams,
@@ -287,33 +285,30 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
             return 0
         return int(resume["streams"].get(stream, 0))
 
-    def _record(self, key: tuple[int, int], stats: StreamStats, stream: str, skip: int, epoch: int) -> None:
+    def _record(self, key: tuple[int, int], shard: Shard, epoch: int, stream: str, skip: int) -> _Counters:
+        """Start a pass of stream ``key``: counters stay cumulative over epochs."""
         with self._lock:
-            previous = self._streams.get(key)
-            if previous is not None:  # counters are cumulative over epochs
-                stats = replace(
-                    previous,
-                    epoch=epoch,
-                    padded=stats.padded,
-                    dropped=stats.dropped,
-                    shard_size=stats.shard_size,
-                )
-            self._streams[key] = stats
+            counters = self._streams.setdefault(key, _Counters(rank=key[0], worker=key[1]))
+            counters.epoch, counters.padded, counters.dropped = epoch, shard.padded, shard.dropped
+            counters.shard_size = len(shard.indices)
             self._positions[stream] = skip
+            return counters
 
-    def _count(self, key: tuple[int, int], stream: str, **deltas: int) -> None:
+    def _count(self, counters: _Counters, stream: str | None = None, **deltas: int) -> None:
         with self._lock:
-            stats = self._streams[key]
-            self._streams[key] = replace(stats, **{k: getattr(stats, k) + v for k, v in deltas.items()})
-            if "files" in deltas:
-                self._positions[stream] = self._positions.get(stream, 0) + deltas["files"]
+            for name, value in deltas.items():
+                setattr(counters, name, getattr(counters, name) + value)
+            if stream is not None:  # an item reached the consumer
+                self._positions[stream] = self._positions.get(stream, 0) + 1
 
     def _filesystem(self) -> fsspec.AbstractFileSystem:
         # One filesystem object per process: async filesystems do not survive a fork.
         if self._fs is None or self._fs[0] != os.getpid():
             import fsspec.core
 
-            fs, _ = fsspec.core.url_to_fs(self._url, skip_instance_cache=True, **self._storage_options)
+            fs, _ = fsspec.core.url_to_fs(
+                self._url, skip_instance_cache=True, **_with_pool(self._url, self._storage_options)
+            )
             self._fs = (os.getpid(), fs)
         return self._fs[1]
 
@@ -329,25 +324,30 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
             return item, self._label_index[remote.relative.split("/", 1)[0]]
         return item
 
-    def _read_in_place(self, files: list[RemoteFile], key: tuple[int, int], stream: str) -> Iterator[Any]:
+    def _read_in_place(self, files: list[RemoteFile], counters: _Counters, stream: str) -> Iterator[Any]:
         for remote in files:
             item = self._deliver(f"{self._root}/{remote.relative}", remote)
-            self._count(key, stream, files=1, bytes=remote.size, hits=1)
+            self._count(counters, stream, files=1, bytes=remote.size, hits=1)
             yield item
 
-    def _read_cached(self, files: list[RemoteFile], key: tuple[int, int], stream: str) -> Iterator[Any]:
+    def _read_cached(self, files: list[RemoteFile], counters: _Counters, stream: str) -> Iterator[Any]:
         cache = self._file_cache()
         fs = self._filesystem()
         group = f"{self.listing.url}#{self.listing.digest}"
         pace = _Pace(self.prefetch)
         held = _Held(cache, self.pin_window)
+        for leftover in self._lingering:  # the previous pass's last files: its consumer moved on
+            cache.release(leftover)
+        self._lingering = []
         pending: collections.deque[tuple[RemoteFile, cf.Future[CachedFile]]] = collections.deque()
         todo = iter(enumerate(files))
         turns = _Turnstile()
 
+        def cache_key(remote: RemoteFile) -> str:
+            return FileCache.key(f"{self.listing.url}/{remote.relative}", remote.size, remote.version)
+
         def fetch_one(position: int, remote: RemoteFile) -> CachedFile:
             started = time.perf_counter()
-            cache_key = FileCache.key(f"{self.listing.url}/{remote.relative}", remote.size, remote.version)
 
             def download(tmp: str) -> None:
                 fetch_file(
@@ -356,35 +356,48 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
                     tmp,
                     volume_path=f"{self.listing.volume_path}/{remote.relative}",
                     policy=self.retry,
-                    on_retry=lambda: self._count(key, stream, retries=1),
+                    on_retry=lambda: self._count(counters, retries=1),
                 )
 
             got = cache.get(
-                cache_key,
+                cache_key(remote),
                 remote.size,
                 download,
                 group=group,
-                name=remote.relative.rsplit("/", 1)[-1],
+                name=_base_name(remote),
                 keep=self._keep,
                 relieve=held.relieve,
                 reserve_turn=lambda: turns.turn(position),
             )
             if got.downloaded:
                 pace.fetched(time.perf_counter() - started)
-                self._count(key, stream, misses=1, bytes_downloaded=got.size, streamed=0 if got.resident else 1)
+                self._count(counters, misses=1, bytes_downloaded=got.size, streamed=0 if got.resident else 1)
             else:
-                self._count(key, stream, hits=1)
+                self._count(counters, hits=1)
             return got
 
+        def submit(position: int, remote: RemoteFile) -> cf.Future[CachedFile]:
+            # A hit costs two system calls: take it here rather than a trip through the pool.
+            hit = cache.lookup(cache_key(remote), remote.size, name=_base_name(remote))
+            if hit is None:
+                return pool.submit(turns.passing(position, fetch_one), position, remote)
+            turns.done(position)
+            self._count(counters, hits=1)
+            done: cf.Future[CachedFile] = cf.Future()
+            done.set_result(hit)
+            return done
+
         pool = cf.ThreadPoolExecutor(max_workers=_MAX_PREFETCH if self.prefetch is None else self.prefetch)
+        finished = False
         try:
             while True:
                 while len(pending) < pace.depth():
                     position, remote = next(todo, (-1, None))
                     if remote is None:
                         break
-                    pending.append((remote, pool.submit(turns.passing(position, fetch_one), position, remote)))
+                    pending.append((remote, submit(position, remote)))
                 if not pending:
+                    finished = True
                     return
                 remote, future = pending.popleft()
                 got = future.result()
@@ -395,7 +408,7 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
                         cache.release(got)
                     else:
                         held.add(got)
-                self._count(key, stream, files=1, bytes=got.size)
+                self._count(counters, stream, files=1, bytes=got.size)
                 pace.consumed()
                 yield item
         finally:
@@ -405,7 +418,13 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
             for _, future in pending:
                 if not future.cancelled() and future.exception() is None:
                     cache.release(future.result())
-            held.release_all()
+            if finished:
+                # The last paths may still sit in a batch the consumer has not reached (a DataLoader
+                # hands batches on after the stream ends): keep them until the next pass, or until
+                # this process ends and another one reclaims them.
+                self._lingering = held.take_all()
+            else:
+                held.release_all()  # the consumer stopped early: it moved on
 
 
 class _Turnstile:
@@ -481,10 +500,13 @@ class _Held:
         for f in early:
             self._cache.release(f)
 
-    def release_all(self) -> None:
+    def take_all(self) -> list[CachedFile]:
         with self._lock:
             files, self._files = list(self._files), collections.deque()
-        for f in files:
+        return files
+
+    def release_all(self) -> None:
+        for f in self.take_all():
             self._cache.release(f)
 
 
@@ -513,6 +535,42 @@ class _Pace:
             return 16
         wanted = math.ceil(self.fetch_seconds / max(self.consume_seconds, 1e-4)) + 2
         return max(4, min(_MAX_PREFETCH, wanted))
+
+
+@dataclass
+class _Counters:
+    """One stream's counters, mutated under the dataset's lock; ``freeze`` gives the public view."""
+
+    rank: int
+    worker: int
+    epoch: int = 0
+    files: int = 0
+    bytes: int = 0
+    hits: int = 0
+    misses: int = 0
+    bytes_downloaded: int = 0
+    streamed: int = 0
+    retries: int = 0
+    padded: int = 0
+    dropped: int = 0
+    shard_size: int = 0
+
+    def freeze(self) -> StreamStats:
+        return StreamStats(**asdict(self))
+
+
+def _base_name(remote: RemoteFile) -> str:
+    return remote.relative.rsplit("/", 1)[-1]
+
+
+def _with_pool(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """S3 clients allow 10 connections by default, which caps a stream at 10 requests in flight;
+    raise that to the prefetch ceiling unless the volume's options say otherwise."""
+    if not url.startswith(("s3://", "s3a://")):
+        return options
+    config = dict(options.get("config_kwargs") or {})
+    config.setdefault("max_pool_connections", _MAX_PREFETCH)
+    return {**options, "config_kwargs": config}
 
 
 def _stream_name(grid: Grid) -> str:

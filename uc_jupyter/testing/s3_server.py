@@ -52,6 +52,7 @@ class _State:
         self.bandwidth = bandwidth
         self.fail_first = fail_first
         self.fail_status = 503
+        self.listings: dict[tuple[str, str], list[tuple[str, os.stat_result]]] = {}
         self.reset()
         self._free_at = 0.0
 
@@ -106,14 +107,18 @@ def _list(state: _State, bucket: str, query: Any) -> web.Response:
     max_keys = int(query.get("max-keys", "1000"))
     after = query.get("continuation-token") or query.get("start-after") or ""
     encode = query.get("encoding-type") == "url"
-    keys: list[tuple[str, os.stat_result]] = []
-    for folder, _dirs, files in os.walk(base):
-        for name in files:
-            path = Path(folder, name)
-            key = path.relative_to(base).as_posix()
-            if key.startswith(prefix):
-                keys.append((key, path.stat()))
-    keys.sort()
+    keys = state.listings.get((bucket, prefix)) if after else None
+    if keys is None:  # a first page walks the folder once; later pages of the listing reuse it
+        keys = []
+        start = base / prefix.rsplit("/", 1)[0] if "/" in prefix else base
+        for folder, _dirs, files in os.walk(start):
+            for name in files:
+                path = Path(folder, name)
+                key = path.relative_to(base).as_posix()
+                if key.startswith(prefix):
+                    keys.append((key, path.stat()))
+        keys.sort()
+        state.listings[(bucket, prefix)] = keys
     contents: list[str] = []
     prefixes: list[str] = []
     last = ""
