@@ -105,6 +105,7 @@ CREATE TABLE IF NOT EXISTS principals (
 """
 _BUSY_TIMEOUT_S = 60.0
 _KIND_BY_LEVEL = {1: SecurableKind.CATALOG, 2: SecurableKind.SCHEMA}
+_LEVEL_OF = {SecurableKind.CATALOG: 1, SecurableKind.SCHEMA: 2, SecurableKind.TABLE: 3, SecurableKind.VOLUME: 3}
 # The privilege named when a principal may not even see an object of this kind.
 _SEEN_WITH = {
     SecurableKind.CATALOG: Privilege.USE_CATALOG,
@@ -413,35 +414,26 @@ class LocalCatalog:
 
     # ----------------------------------------------------------------- read metadata
     def get_catalog_info(self, name: str) -> CatalogInfo:
-        parsed = parse_name(name, levels=(1,))
-        with self._transaction() as conn:
-            row = self._row_of_kind(conn, parsed, SecurableKind.CATALOG)
-            self._require_visible(conn, parsed, SecurableKind.CATALOG)
-        return _catalog_info(row)
+        return _catalog_info(self._described(name, SecurableKind.CATALOG))
 
     def get_schema(self, name: str) -> SchemaInfo:
-        parsed = parse_name(name, levels=(2,))
-        with self._transaction() as conn:
-            row = self._row_of_kind(conn, parsed, SecurableKind.SCHEMA)
-            self._require(conn, Action.USE_CATALOG, parsed)
-            self._require_visible(conn, parsed, SecurableKind.SCHEMA)
-        return _schema_info(row)
+        return _schema_info(self._described(name, SecurableKind.SCHEMA))
 
     def get_table(self, name: str) -> TableInfo:
-        parsed = parse_name(name, levels=(3,))
-        with self._transaction() as conn:
-            row = self._row_of_kind(conn, parsed, SecurableKind.TABLE)
-            self._require(conn, Action.USE_SCHEMA, parsed)
-            self._require_visible(conn, parsed, SecurableKind.TABLE)
-        return _table_info(row)
+        return _table_info(self._described(name, SecurableKind.TABLE))
 
     def get_volume(self, name: str) -> VolumeInfo:
-        parsed = parse_name(name, levels=(3,))
+        return _volume_info(self._described(name, SecurableKind.VOLUME))
+
+    def _described(self, name: str, kind: SecurableKind) -> sqlite3.Row:
+        """The row of ``name`` when the current principal may use its containers and see it."""
+        parsed = parse_name(name, levels=(_LEVEL_OF[kind],))
         with self._transaction() as conn:
-            row = self._row_of_kind(conn, parsed, SecurableKind.VOLUME)
-            self._require(conn, Action.USE_SCHEMA, parsed)
-            self._require_visible(conn, parsed, SecurableKind.VOLUME)
-        return _volume_info(row)
+            row = self._row_of_kind(conn, parsed, kind)
+            if parsed.parent is not None:
+                self._require(conn, Action.USE_SCHEMA if parsed.object else Action.USE_CATALOG, parsed)
+            self._require_visible(conn, parsed, kind)
+        return row
 
     def list_catalogs(self) -> list[CatalogInfo]:
         """Catalogs the current principal owns or holds a privilege in."""
