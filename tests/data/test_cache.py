@@ -188,6 +188,17 @@ def test_waiting_for_room_asks_the_holder_to_relieve_then_gives_up(tmp_path: Pat
     cache.release(resident)
 
 
+def test_a_cache_of_an_older_format_is_emptied_not_misread(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    cache = FileCache(root, max_bytes=10_000, min_free_bytes=0)
+    cache.release(get(cache, "a", b"a" * 10))
+    (root / "FORMAT").write_text("1")
+    again = FileCache(root, max_bytes=10_000, min_free_bytes=0)
+    assert again.stats().entries == 0
+    assert stored_files(again) == []
+    assert get(again, "a", b"a" * 10).downloaded
+
+
 def test_a_starving_download_evicts_its_own_groups_unpinned_files(tmp_path: Path) -> None:
     clock = FakeClock()
     cache = FileCache(

@@ -12,6 +12,8 @@ import importlib
 from typing import Any
 
 __all__ = [
+    "BatchTiming",
+    "DataLoader",
     "FileCache",
     "UCVolumeDataset",
     "decode_bytes",
@@ -22,6 +24,8 @@ __all__ = [
 ]
 
 _HOMES = {
+    "BatchTiming": "uc_jupyter.data.loader",
+    "DataLoader": "uc_jupyter.data.loader",
     "FileCache": "uc_jupyter.data.cache",
     "UCVolumeDataset": "uc_jupyter.data.volume_dataset",
     "decode_bytes": "uc_jupyter.data.decode",

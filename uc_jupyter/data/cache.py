@@ -63,6 +63,8 @@ _SCHEMA = (
     "INSERT OR IGNORE INTO ledger VALUES (1, 0, 0, 0)",
 )
 _BUSY_TIMEOUT_S = 60.0
+_FORMAT = "2"  # bump when the layout or index changes: an older cache is emptied, not misread
+_FOLDERS = ("objects", "tmp", "stream", "pins", "locks")
 # Names of pins, streamed and temporary files: unique within a process (whose pid names the folder),
 # whichever FileCache object made them.
 _SEQUENCE = itertools.count()
@@ -144,8 +146,10 @@ class FileCache:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.root = Path(root) if root is not None else default_cache_dir()
-        for sub in ("objects", "tmp", "stream", "pins", "locks"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(parents=True, exist_ok=True)
+        _ensure_format(self.root)
+        for sub in _FOLDERS:
+            (self.root / sub).mkdir(exist_ok=True)
         disk = shutil.disk_usage(self.root)
         self.max_bytes = int(max_bytes) if max_bytes is not None else disk.free // 2
         self.min_free_bytes = int(min_free_bytes) if min_free_bytes is not None else disk.total // 10
@@ -471,6 +475,29 @@ class FileCache:
 
     def _transaction(self, *, write: bool = True) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         return self._store.transaction(write=write)
+
+
+def _ensure_format(root: Path) -> None:
+    """Empty a cache written by another version of this module (it is only a cache)."""
+    marker = root / "FORMAT"
+    with contextlib.suppress(FileNotFoundError):
+        if marker.read_text().strip() == _FORMAT:
+            return
+    fd = os.open(root / "format.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with contextlib.suppress(FileNotFoundError):
+            if marker.read_text().strip() == _FORMAT:
+                return  # another process converted it while we waited
+        for sub in _FOLDERS:
+            shutil.rmtree(root / sub, ignore_errors=True)
+        for index in root.glob("index.db*"):
+            index.unlink()
+        tmp = root / f"FORMAT.{os.getpid()}"
+        tmp.write_text(_FORMAT)
+        os.replace(tmp, marker)
+    finally:
+        os.close(fd)
 
 
 def _suffix(name: str) -> str:

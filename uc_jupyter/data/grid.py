@@ -16,7 +16,7 @@ import sys
 
 from uc_jupyter.data.partition import Grid
 
-__all__ = ["current_grid", "current_rank"]
+__all__ = ["current_grid", "current_rank", "stream_name"]
 
 
 def current_rank() -> tuple[int, int]:
@@ -48,3 +48,8 @@ def current_grid() -> Grid:
     if info is not None:
         worker, workers = int(info.id), int(info.num_workers)
     return Grid(rank=rank, world_size=world, worker=worker, num_workers=workers)
+
+
+def stream_name(rank: int, worker: int) -> str:
+    """The name of stream ``(rank, worker)`` in checkpoints: ``rank0-worker1``."""
+    return f"rank{rank}-worker{worker}"

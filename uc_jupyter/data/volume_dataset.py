@@ -30,10 +30,11 @@ import torch.utils.data
 from uc_jupyter.catalog import Catalog, get_catalog
 from uc_jupyter.catalog import storage as st
 from uc_jupyter.data.cache import CachedFile, FileCache
-from uc_jupyter.data.grid import current_grid
+from uc_jupyter.data.grid import current_grid, stream_name
 from uc_jupyter.data.partition import Grid, OnUneven, Shard, plan
 from uc_jupyter.data.remote import Listing, RemoteFile, RetryPolicy, fetch_file, list_volume
 from uc_jupyter.data.stats import DatasetStats, StreamStats
+from uc_jupyter.telemetry import producer
 
 if TYPE_CHECKING:
     import fsspec
@@ -197,7 +198,7 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
                 f"{self.listing.volume_path}: {len(self.listing.files)} files leave rank {grid.rank} of "
                 f"{grid.world_size} nothing with on_uneven={self.on_uneven!r}; use on_uneven='pad'"
             )
-        stream = _stream_name(grid)
+        stream = stream_name(grid.rank, grid.worker)
         skip = self._skip_for(stream, grid, epoch)
         counters = self._record((grid.rank, grid.worker), shard, epoch, stream, skip)
         files = [self.listing.files[i] for i in shard.indices[skip:]]
@@ -243,9 +244,12 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
                 "streams": dict(self._positions),
             }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume: the next pass runs ``state``'s epoch, skipping what each stream delivered."""
-        expected = asdict(self.fingerprint())
+    def load_state_dict(self, state: dict[str, Any], grid: Grid | None = None) -> None:
+        """Resume: the next pass runs ``state``'s epoch, skipping what each stream delivered.
+
+        ``grid`` is where the streams will run (a DataLoader passes its worker count).
+        """
+        expected = asdict(self.fingerprint(grid))
         given = state.get("fingerprint") if isinstance(state, dict) else None
         if not isinstance(given, dict):
             raise ValueError("not a UCVolumeDataset state: it has no 'fingerprint'")
@@ -329,6 +333,7 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
             item = self._deliver(f"{self._root}/{remote.relative}", remote)
             self._count(counters, stream, files=1, bytes=remote.size, hits=1)
             yield item
+        producer.notify(final=True)
 
     def _read_cached(self, files: list[RemoteFile], counters: _Counters, stream: str) -> Iterator[Any]:
         cache = self._file_cache()
@@ -398,6 +403,7 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
                     pending.append((remote, submit(position, remote)))
                 if not pending:
                     finished = True
+                    producer.notify(final=True)
                     return
                 remote, future = pending.popleft()
                 got = future.result()
@@ -571,7 +577,3 @@ def _with_pool(url: str, options: dict[str, Any]) -> dict[str, Any]:
     config = dict(options.get("config_kwargs") or {})
     config.setdefault("max_pool_connections", _MAX_PREFETCH)
     return {**options, "config_kwargs": config}
-
-
-def _stream_name(grid: Grid) -> str:
-    return f"rank{grid.rank}-worker{grid.worker}"

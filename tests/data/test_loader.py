@@ -1,0 +1,285 @@
+"""The DataLoader through its public interface: real workers, a real MLflow store, real gloo ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.utils.data
+
+import uc_jupyter.data.loader as loader_module
+from uc_jupyter.data import DataLoader, UCVolumeDataset
+from uc_jupyter.data.loader import BatchTiming
+from uc_jupyter.telemetry.mlflow_sink import metric_names
+from uc_jupyter.telemetry.model import Snapshot
+
+from .conftest import write_files
+
+Volume = Callable[..., tuple[str, Path]]
+
+
+class Squares(torch.utils.data.Dataset[int]):
+    """A map-style dataset that takes ``delay`` seconds per item."""
+
+    def __init__(self, n: int, delay: float = 0.0) -> None:
+        self.n, self.delay = n, delay
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        if self.delay:
+            time.sleep(self.delay)
+        return i * i
+
+
+def settled(loader: DataLoader, done: Callable[[Snapshot], bool], within: float = 10.0) -> Snapshot:
+    """The loader's stats once the workers' last samples arrived (they cross a process boundary
+    through a queue's feeder thread, a moment after the last batch)."""
+    deadline = time.monotonic() + within
+    while True:
+        stats = loader.stats()
+        if done(stats) or time.monotonic() > deadline:
+            return stats
+        time.sleep(0.01)
+
+
+def name_in(path: str) -> str:
+    """The name a test file carries at its start (cached copies are named by their key)."""
+    return Path(path).read_bytes().split(b":", 1)[0].decode()
+
+
+def names(batches: list[list[str]]) -> list[str]:
+    return [name for batch in batches for name in batch]
+
+
+# ------------------------------------------------------------------ defaults and bad input
+
+
+def test_defaults_are_tuned_and_clamped_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loader_module, "_warned_clamp", False)
+    cpus = len(os.sched_getaffinity(0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = DataLoader(Squares(4))
+        DataLoader(Squares(4))
+    expected = min(6, cpus)
+    assert (first.num_workers, first.prefetch_factor, first.persistent_workers) == (expected, 4, True)
+    clamps = [w for w in caught if "instead of 6" in str(w.message)]
+    assert len(clamps) == (1 if cpus < 6 else 0)
+
+
+def test_given_arguments_win() -> None:
+    loader = DataLoader(Squares(4), batch_size=2, num_workers=1, prefetch_factor=2, persistent_workers=False)
+    assert (loader.num_workers, loader.prefetch_factor, loader.persistent_workers) == (1, 2, False)
+    single = DataLoader(Squares(4), num_workers=0)
+    assert (single.prefetch_factor, single.persistent_workers) == (None, False)
+    assert list(single) == [torch.tensor([0]), torch.tensor([1]), torch.tensor([4]), torch.tensor([9])]
+
+
+def test_bad_arguments_get_torchs_clear_errors() -> None:
+    with pytest.raises(ValueError, match="prefetch_factor"):
+        DataLoader(Squares(4), num_workers=0, prefetch_factor=2)
+    with pytest.raises(TypeError, match="needs a torch Dataset, an IterableDataset or a sequence, got int"):
+        DataLoader(42)
+    with pytest.raises(ValueError, match="num_workers"):
+        DataLoader(Squares(4), num_workers=-1)
+    with pytest.raises(TypeError, match="add_hook needs a callable"):
+        DataLoader(Squares(4), num_workers=0).add_hook("print")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ timing
+
+
+def test_hooks_attribute_waiting_to_fetch_and_work_to_compute() -> None:
+    loader = DataLoader(Squares(6, delay=0.02), batch_size=2, num_workers=0)
+    timings: list[BatchTiming] = []
+    remove = loader.add_hook(timings.append)
+    for _ in loader:
+        time.sleep(0.05)  # the training step
+    assert [t.index for t in timings] == [0, 1, 2]
+    assert [t.batch_size for t in timings] == [2, 2, 2]
+    assert all(0.035 <= t.fetch_seconds < 0.045 + 0.5 for t in timings)
+    assert timings[0].compute_seconds < 0.01  # nothing ran before the first batch
+    assert all(0.045 <= t.compute_seconds < 0.5 for t in timings[1:])
+    remove()
+    list(loader)
+    assert len(timings) == 3
+    stats = loader.stats()
+    assert (stats.batches, stats.samples_delivered) == (6, 12)
+    assert 0.035 <= stats.percentiles()["p50"] <= 0.06
+
+
+def test_workers_report_their_shards_and_cache(s3_volume: Volume) -> None:
+    path, folder = s3_volume()
+    write_files(folder, 30)
+    dataset = UCVolumeDataset(path, cache_max_bytes=10**6, min_free_bytes=0)
+    loader = DataLoader(dataset, batch_size=5, num_workers=2, multiprocessing_context="fork")
+    seen: list[int | None] = []
+    loader.add_hook(lambda t: seen.append(t.worker))
+    assert sum(len(b) for b in loader) == 30
+    assert set(seen) == {0, 1}
+    stats = settled(loader, lambda s: s.misses == 30)
+    assert stats.worker_shard_sizes() == {(0, 0): 15, (0, 1): 15}
+    assert stats.shard_sizes() == {0: 30}
+    assert (stats.misses, stats.hits) == (30, 0)
+    assert stats.cache_max_bytes == 10**6
+    assert stats.cache_used_bytes == 30 * 100
+
+
+# ------------------------------------------------------------------ MLflow
+
+
+@pytest.fixture
+def tracking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    mlflow.set_tracking_uri(uri)
+    yield mlflow
+    while mlflow.active_run() is not None:
+        mlflow.end_run()
+
+
+def test_metrics_land_under_the_reference_keys(tracking: Any, s3_volume: Volume) -> None:
+    path, folder = s3_volume()
+    write_files(folder, 40)
+    loader = DataLoader(UCVolumeDataset(path, min_free_bytes=0), batch_size=4, num_workers=0)
+    with tracking.start_run() as run:
+        for _ in range(2):
+            list(loader)
+    client = tracking.tracking.MlflowClient()
+    logged = client.get_run(run.info.run_id).data.metrics
+    assert set(metric_names(0).values()) <= set(logged)
+    history = client.get_metric_history(run.info.run_id, "dataloader/fetch_seconds/rank_0")
+    steps = [m.step for m in history]
+    assert steps == sorted(steps) and len(set(steps)) == len(steps) == 2  # one flush per pass
+    assert logged["dataloader/cache_hit_rate/rank_0"] == 1.0  # the second pass hit every file
+
+
+def test_nothing_is_logged_without_a_run(tracking: Any) -> None:
+    loader = DataLoader(Squares(8), batch_size=2, num_workers=0)
+    list(loader)
+    assert loader._mlflow is None
+    assert tracking.search_runs(search_all_experiments=True).empty
+
+
+def _rank_main(rank: int, port: int, run_id: str, home: str, path: str, batch_sizes: list[int], out: str) -> None:
+    import torch.distributed as dist
+
+    os.environ.update(
+        {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "UC_JUPYTER_HOME": home, "MLFLOW_RUN_ID": run_id}
+    )
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        loader = DataLoader(UCVolumeDataset(path, min_free_bytes=0), batch_size=batch_sizes[rank], num_workers=0)
+        count = sum(len(b) for b in loader)
+        Path(out, f"rank{rank}").write_text(str(count))
+    except RuntimeError as exc:
+        Path(out, f"rank{rank}").write_text(f"error: {exc}")
+    finally:
+        dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("batch_sizes", [[4, 4], [4, 5]], ids=["same", "mismatch"])
+def test_two_gloo_ranks_log_into_one_parent_run(
+    tracking: Any, s3_volume: Volume, isolated_home: Path, tmp_path: Path, batch_sizes: list[int]
+) -> None:
+    path, folder = s3_volume()
+    write_files(folder, 21)
+    with tracking.start_run() as run:
+        torch.multiprocessing.spawn(
+            _rank_main,
+            args=(_free_port(), run.info.run_id, str(isolated_home), path, batch_sizes, str(tmp_path)),
+            nprocs=2,
+        )
+    results = [Path(tmp_path, f"rank{r}").read_text() for r in (0, 1)]
+    if batch_sizes[0] != batch_sizes[1]:
+        assert all("ranks disagree on batch_size: rank 0 has 4, rank 1 has 5" in r for r in results)
+        return
+    assert results == ["11", "11"]  # 21 files padded to 22, 11 per rank
+    logged = tracking.tracking.MlflowClient().get_run(run.info.run_id).data.metrics
+    for rank in (0, 1):
+        assert metric_names(rank)["fetch"] in logged
+        assert metric_names(rank)["samples_per_second"] in logged
+
+
+# ------------------------------------------------------------------ resume
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_resume_mid_epoch_twice_delivers_every_file_once(s3_volume: Volume, workers: int) -> None:
+    path, folder = s3_volume()
+    files = write_files(folder, 37)
+
+    def fresh() -> DataLoader:
+        dataset = UCVolumeDataset(path, shuffle=True, seed=9, min_free_bytes=0, transform=name_in)
+        return DataLoader(
+            dataset, batch_size=3, num_workers=workers, multiprocessing_context="fork" if workers else None
+        )
+
+    first = fresh()
+    stream = iter(first)
+    delivered = [next(stream) for _ in range(4)]
+    state = json.loads(json.dumps(first.state_dict()))
+    del stream
+
+    second = fresh()
+    second.load_state_dict(state)
+    stream = iter(second)
+    delivered += [next(stream) for _ in range(3)]
+    state = json.loads(json.dumps(second.state_dict()))
+    del stream
+
+    third = fresh()
+    third.load_state_dict(state)
+    delivered += list(third)
+    assert sorted(names(delivered)) == sorted(files)
+
+
+def test_resume_refuses_another_grid_or_dataset(s3_volume: Volume) -> None:
+    path, folder = s3_volume()
+    write_files(folder, 10)
+    loader = DataLoader(UCVolumeDataset(path, seed=1, shuffle=True), batch_size=2, num_workers=0)
+    next(iter(loader))
+    state = loader.state_dict()
+    other_workers = DataLoader(UCVolumeDataset(path, seed=1, shuffle=True), batch_size=2, num_workers=1)
+    with pytest.raises(ValueError, match="the checkpoint's num_workers is 0, this loader's is 1"):
+        other_workers.load_state_dict(state)
+    other_seed = DataLoader(UCVolumeDataset(path, seed=2, shuffle=True), batch_size=2, num_workers=0)
+    with pytest.raises(ValueError, match="the checkpoint's seed is 1, this dataset's is 2"):
+        other_seed.load_state_dict(state)
+    with pytest.raises(ValueError, match="not a DataLoader state"):
+        loader.load_state_dict({"epoch": 0})
+    with pytest.raises(TypeError, match="Squares cannot be checkpointed"):
+        DataLoader(Squares(4), num_workers=0).state_dict()
+
+
+def test_spawned_workers_deliver_and_report(s3_volume: Volume) -> None:
+    path, folder = s3_volume()
+    files = write_files(folder, 12)
+    loader = DataLoader(
+        UCVolumeDataset(path, min_free_bytes=0, transform=name_in),
+        batch_size=4,
+        num_workers=2,
+        multiprocessing_context="spawn",
+    )
+    assert sorted(names(list(loader))) == sorted(files)
+    stats = settled(loader, lambda s: len(s.worker_shard_sizes()) == 2)
+    assert stats.worker_shard_sizes() == {(0, 0): 6, (0, 1): 6}

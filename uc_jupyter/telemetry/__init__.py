@@ -1,0 +1,1 @@
+"""Telemetry: cumulative samples from producers, collected into snapshots for widgets and MLflow."""

@@ -1,0 +1,227 @@
+"""The telemetry model: cumulative samples from producers, and immutable snapshots. Pure, no I/O.
+
+Every producer (a DataLoader worker, a training loop, a rank) keeps cumulative counters and now and
+then publishes them as a :class:`Sample`; because samples are cumulative, a dropped one loses
+nothing, the next carries everything. A consumer keeps the newest sample per producer ``(rank,
+worker)`` and builds a :class:`Snapshot`, from which widgets, MLflow and ``loader.stats()`` read
+totals, rates and latency percentiles.
+
+Latencies go into a :class:`Histogram` with fixed log-spaced buckets (8 per decade from 10 us to
+1000 s), so histograms from different producers add up and percentiles need no raw values.
+
+Example:
+    >>> h = Histogram.of([0.010, 0.012, 0.011, 0.5])
+    >>> h.count, round(h.quantile(0.5), 4) < 0.02, h.quantile(0.99) > 0.3
+    (4, True, True)
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+__all__ = ["BUCKET_BOUNDS", "MAIN_WORKER", "Histogram", "Sample", "Snapshot"]
+
+_PER_DECADE = 8
+# Upper bounds of the buckets, in seconds; one more bucket above the last bound catches the rest.
+BUCKET_BOUNDS: tuple[float, ...] = tuple(10 ** (-5 + i / _PER_DECADE) for i in range(8 * _PER_DECADE + 1))
+MAIN_WORKER = -1  # the ``worker`` of a sample from the training loop itself
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Counts per fixed log-spaced bucket, plus the exact sum and sum of squares."""
+
+    counts: tuple[int, ...] = (0,) * (len(BUCKET_BOUNDS) + 1)
+    total: float = 0.0
+    squares: float = 0.0
+
+    @staticmethod
+    def bucket(seconds: float) -> int:
+        return bisect.bisect_left(BUCKET_BOUNDS, seconds)
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Histogram:
+        counts = [0] * (len(BUCKET_BOUNDS) + 1)
+        total = squares = 0.0
+        for v in values:
+            counts[cls.bucket(v)] += 1
+            total += v
+            squares += v * v
+        return cls(tuple(counts), total, squares)
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.count if self.count else 0.0
+
+    @property
+    def variance(self) -> float:
+        """Population variance of the recorded values."""
+        n = self.count
+        return max(0.0, self.squares / n - (self.total / n) ** 2) if n else 0.0
+
+    def merged(self, other: Histogram) -> Histogram:
+        return Histogram(
+            tuple(a + b for a, b in zip(self.counts, other.counts, strict=True)),
+            self.total + other.total,
+            self.squares + other.squares,
+        )
+
+    def minus(self, earlier: Histogram) -> Histogram:
+        """What was recorded since ``earlier`` (a previous state of the same cumulative histogram)."""
+        return Histogram(
+            tuple(a - b for a, b in zip(self.counts, earlier.counts, strict=True)),
+            self.total - earlier.total,
+            self.squares - earlier.squares,
+        )
+
+    def quantile(self, q: float) -> float:
+        """The ``q`` quantile (0..1), interpolated geometrically inside its bucket; 0.0 when empty."""
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"quantile must be between 0 and 1, got {q}")
+        n = self.count
+        if n == 0:
+            return 0.0
+        rank = q * n
+        seen = 0
+        for index, c in enumerate(self.counts):
+            if c and seen + c >= rank:
+                low = BUCKET_BOUNDS[index - 1] if index > 0 else BUCKET_BOUNDS[0] / 10 ** (1 / _PER_DECADE)
+                high = BUCKET_BOUNDS[index] if index < len(BUCKET_BOUNDS) else low * 10 ** (1 / _PER_DECADE)
+                fraction = (rank - seen) / c
+                # Clamped: exp/log may round one ulp past the bucket's bound, breaking monotonicity.
+                return float(min(high, max(low, low * math.exp(math.log(high / low) * fraction))))
+            seen += c
+        return BUCKET_BOUNDS[-1]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """Cumulative counters of one producer ``(rank, worker)`` at time ``time`` (seconds).
+
+    ``seq`` grows with every sample of a producer, so the newest one wins whatever order samples
+    arrive in. Workers fill the cache and shard fields; the training loop (``worker=MAIN_WORKER``)
+    fills the batch timing fields.
+    """
+
+    rank: int
+    worker: int
+    seq: int
+    time: float
+    batches: int = 0
+    samples: int = 0
+    fetch: Histogram = field(default_factory=Histogram)  # time the loop waited in next()
+    between: Histogram = field(default_factory=Histogram)  # time between next() calls (compute)
+    files: int = 0
+    bytes: int = 0
+    hits: int = 0
+    misses: int = 0
+    bytes_downloaded: int = 0
+    retries: int = 0
+    shard_size: int = 0
+    padded: int = 0
+    dropped: int = 0
+    queue_depth: int = 0
+    cache_used_bytes: int = 0
+    cache_max_bytes: int = 0
+    started: float = 0.0  # when this producer began, for rates
+
+    @property
+    def producer(self) -> tuple[int, int]:
+        return (self.rank, self.worker)
+
+    def advanced(self, **changes: object) -> Sample:
+        """A copy with ``seq`` increased and ``changes`` applied."""
+        return replace(self, seq=self.seq + 1, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The newest sample of every producer, and totals derived from them."""
+
+    samples: Mapping[tuple[int, int], Sample]
+    time: float
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return tuple(sorted({rank for rank, _ in self.samples}))
+
+    def _all(self) -> Iterable[Sample]:
+        return self.samples.values()
+
+    @property
+    def fetch(self) -> Histogram:
+        """Batch fetch latency over every rank's training loop."""
+        total = Histogram()
+        for s in self._all():
+            total = total.merged(s.fetch)
+        return total
+
+    @property
+    def between(self) -> Histogram:
+        total = Histogram()
+        for s in self._all():
+            total = total.merged(s.between)
+        return total
+
+    @property
+    def batches(self) -> int:
+        return sum(s.batches for s in self._all())
+
+    @property
+    def samples_delivered(self) -> int:
+        return sum(s.samples for s in self._all())
+
+    @property
+    def samples_per_second(self) -> float:
+        loops = [s for s in self._all() if s.worker == MAIN_WORKER and s.samples]
+        elapsed = max((s.time - s.started for s in loops), default=0.0)
+        return sum(s.samples for s in loops) / elapsed if elapsed > 0 else 0.0
+
+    @property
+    def hits(self) -> int:
+        return sum(s.hits for s in self._all())
+
+    @property
+    def misses(self) -> int:
+        return sum(s.misses for s in self._all())
+
+    @property
+    def hit_rate(self) -> float:
+        looked = self.hits + self.misses
+        return self.hits / looked if looked else 0.0
+
+    @property
+    def bytes_downloaded(self) -> int:
+        return sum(s.bytes_downloaded for s in self._all())
+
+    @property
+    def cache_used_bytes(self) -> int:
+        """The shared cache's fill as last seen by any producer."""
+        newest = max((s for s in self._all() if s.cache_max_bytes), key=lambda s: s.time, default=None)
+        return newest.cache_used_bytes if newest else 0
+
+    @property
+    def cache_max_bytes(self) -> int:
+        return max((s.cache_max_bytes for s in self._all()), default=0)
+
+    def shard_sizes(self) -> dict[int, int]:
+        """Items per epoch each rank delivers (over its workers)."""
+        sizes: dict[int, int] = {}
+        for s in self._all():
+            if s.worker != MAIN_WORKER:
+                sizes[s.rank] = sizes.get(s.rank, 0) + s.shard_size
+        return dict(sorted(sizes.items()))
+
+    def worker_shard_sizes(self) -> dict[tuple[int, int], int]:
+        return {k: s.shard_size for k, s in sorted(self.samples.items()) if s.worker != MAIN_WORKER}
+
+    def percentiles(self) -> dict[str, float]:
+        fetch = self.fetch
+        return {"p50": fetch.quantile(0.5), "p95": fetch.quantile(0.95), "p99": fetch.quantile(0.99)}
