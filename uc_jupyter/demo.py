@@ -245,18 +245,24 @@ def run_demo(catalog: Catalog | None = None, out: Any = None) -> int:
 
 def _stream_images(cat: Catalog, path: str, say: Any) -> None:
     """The volume into PyTorch: decoded (image, label) batches, then the shared cache at work."""
-    import torch.utils.data
+    import torch
 
-    from uc_jupyter.data import UCVolumeDataset, decode_bytes, labelled_folder, map_paths
+    from uc_jupyter.data import DataLoader, UCVolumeDataset, decode_bytes, labelled_folder, map_paths
 
     images = labelled_folder(path, shuffle=True, seed=0, catalog=cat)
-    loader = torch.utils.data.DataLoader(images, batch_size=64, num_workers=2, multiprocessing_context="fork")
+    loader = DataLoader(images, batch_size=64, num_workers=2, multiprocessing_context="fork")
     batches = [(x, y) for x, y in loader]
     counts = torch.bincount(torch.cat([y for _, y in batches]), minlength=len(images.classes)).tolist()
     x, _ = batches[0]
     say(
         f"UCVolumeDataset {path}: {len(batches)} batches of {tuple(x.shape)} {x.dtype} from 2 DataLoader workers; "
         + ", ".join(f"{name} {n}" for name, n in zip(images.classes, counts, strict=True))
+    )
+    timing = loader.stats()
+    p = timing.percentiles()
+    say(
+        f"  DataLoader: {timing.samples_per_second:.0f} samples/s, batch fetch p50 {p['p50'] * 1e3:.2f} ms, "
+        f"p95 {p['p95'] * 1e3:.2f} ms, p99 {p['p99'] * 1e3:.2f} ms"
     )
     cached = map_paths(UCVolumeDataset(path, recursive=True, cache="always", catalog=cat), decode_bytes)
     for epoch in (1, 2):

@@ -62,13 +62,15 @@ class BatchTiming:
 class DataLoader(torch.utils.data.DataLoader[Any]):
     """A drop-in ``torch.utils.data.DataLoader`` with tuned defaults, timing hooks and exact resume.
 
+    Takes torch's arguments, plus ``mlflow=False`` to keep it from logging to an active MLflow run.
+
     Example:
         >>> loader = DataLoader(dataset, batch_size=32, num_workers=2)   # doctest: +SKIP
         >>> state = loader.state_dict()       # what the loop received so far, JSON-serialisable
         >>> loader.load_state_dict(state)     # a new loader continues with exactly the rest
     """
 
-    def __init__(self, dataset: Any, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, dataset: Any, *args: Any, mlflow: bool = True, **kwargs: Any) -> None:
         _check_dataset(dataset)
         if not args:  # positional arguments follow torch's order; only fill in what is missing
             _apply_defaults(kwargs)
@@ -83,7 +85,9 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         self._rank = current_rank()[0]
         self._started = time.monotonic()
         self._mlflow: MlflowSink | None = None
+        self._log_to_mlflow = mlflow
         self._queue: Any = None
+        self._inner: Iterator[Any] | None = None
         if self.num_workers > 0:
             context = self.multiprocessing_context or torch.multiprocessing
             self._queue = context.Queue(maxsize=_TELEMETRY_QUEUE_SIZE)
@@ -103,11 +107,12 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         if not self._checked_ranks:
             self._check_ranks()
             self._checked_ranks = True
-        if self._mlflow is None:
-            self._mlflow = MlflowSink.for_active_run(self._rank)
+        if self._log_to_mlflow:
+            self._mlflow = MlflowSink.for_active_run(self._rank, self._mlflow)
         return self._timed(super().__iter__(), epoch)
 
     def _timed(self, inner: Iterator[Any], epoch: int) -> Iterator[Any]:
+        self._inner = inner
         clock = time.perf_counter
         returned = clock()
         try:
@@ -157,7 +162,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         self._fetch.next_drain = now + 0.1
         if self._queue is not None:
             self._collector.drain(self._queue)
-        self._collector.offer(self._fetch.sample(self._rank, now, self._started))
+        self._collector.offer(self._fetch.sample(self._rank, now, self._started, _outstanding(self._inner)))
         if self.num_workers == 0:
             own = _dataset_sample(self.dataset, self._rank, 0)
             if own is not None:
@@ -249,10 +254,17 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
                         f"{theirs[key]!r}; every rank must build the same loader or data is duplicated or skipped"
                     )
 
+    def __enter__(self) -> DataLoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
-        """Flush MLflow and stop the workers."""
+        """Deliver what MLflow still has to log and stop the workers."""
         if self._mlflow is not None:
             self._mlflow.flush(self.stats())
+            self._mlflow.wait()
         self._iterator = None
 
 
@@ -279,7 +291,7 @@ class _Accumulator:
             self._sums[2] += timing.compute_seconds
             self._sums[3] += timing.compute_seconds**2
 
-    def sample(self, rank: int, now: float, started: float) -> Sample:
+    def sample(self, rank: int, now: float, started: float, queue_depth: int) -> Sample:
         self.seq += 1
         return Sample(
             rank=rank,
@@ -290,6 +302,7 @@ class _Accumulator:
             samples=self.samples,
             fetch=Histogram(tuple(self._fetch), self._sums[0], self._sums[1]),
             between=Histogram(tuple(self._between), self._sums[2], self._sums[3]),
+            queue_depth=queue_depth,
             started=started,
         )
 
@@ -406,6 +419,12 @@ def _next_worker(inner: Any) -> int | None:
         return None
     task = info.get(getattr(inner, "_rcvd_idx", -1))
     return int(task[0]) if task else None
+
+
+def _outstanding(inner: Any) -> int:
+    """Batches asked of the workers and not yet handed to the loop (prefetched or in the making)."""
+    info = getattr(inner, "_task_info", None)
+    return sum(1 for task in info.values() if len(task) == 1) if info else 0
 
 
 def _batch_len(batch: Any) -> int:

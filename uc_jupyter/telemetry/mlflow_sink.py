@@ -6,8 +6,9 @@ plus ``dataloader/fetch_seconds_p95/rank_R``, ``dataloader/samples_per_second/ra
 ``dataloader/cache_hit_rate/rank_R``. Each flush logs the window since the previous one (means,
 variances, p95 of that window) with one ``log_batch`` call and a step that only grows (batches
 delivered so far). Flushes happen at most every ``interval`` seconds, at the end of every pass
-(epoch end, an exception, ``close``). Nothing is buffered without a run; a failing MLflow gives one
-warning and training goes on.
+(epoch end, an exception, ``close``). A background thread does the logging, so the loop never
+waits on MLflow; ``wait()`` (called at ``close`` and at exit) delivers what is pending. Nothing is
+buffered without a run; a failing MLflow gives one warning and training goes on.
 
 The run is the active fluent run of this process, or the one ``MLFLOW_RUN_ID`` names (how ranks
 reach their parent's run). Workers never log: the fluent API there silently starts stray runs.
@@ -18,8 +19,10 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -27,7 +30,7 @@ from typing import Any
 
 from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Snapshot
 
-__all__ = ["MlflowSink", "metric_names"]
+__all__ = ["MlflowSink", "active_run_id", "metric_names"]
 
 
 def metric_names(rank: int) -> dict[str, str]:
@@ -41,6 +44,17 @@ def metric_names(rank: int) -> dict[str, str]:
         "samples_per_second": f"{prefix}/samples_per_second/rank_{rank}",
         "cache_hit_rate": f"{prefix}/cache_hit_rate/rank_{rank}",
     }
+
+
+def active_run_id() -> str | None:
+    """The fluent run active in this process, else ``MLFLOW_RUN_ID``; never imports mlflow itself
+    (an active fluent run means it is imported already)."""
+    mlflow = sys.modules.get("mlflow")
+    if mlflow is not None:
+        active = mlflow.active_run()
+        if active is not None:
+            return str(active.info.run_id)
+    return os.environ.get("MLFLOW_RUN_ID") or None
 
 
 class MlflowSink:
@@ -63,22 +77,24 @@ class MlflowSink:
         self._previous: tuple[Histogram, Histogram, int, int, int, float] | None = None
         self._broken = False
         self.flushes = 0
+        self._pending: list[tuple[dict[str, float], int, int]] = []
+        self._pending_lock = threading.Lock()
+        self._sender: threading.Thread | None = None
+        atexit.register(self.wait)
 
     @classmethod
-    def for_active_run(cls, rank: int) -> MlflowSink | None:
-        """A sink for the active run (or ``MLFLOW_RUN_ID``), None when there is none or MLflow fails."""
-        run_id = os.environ.get("MLFLOW_RUN_ID")
-        mlflow = sys.modules.get("mlflow")  # an active fluent run means mlflow is imported already
+    def for_active_run(cls, rank: int, current: MlflowSink | None = None) -> MlflowSink | None:
+        """A sink for the active run (or ``MLFLOW_RUN_ID``); ``current`` when it already logs to
+        that run; None when there is no run or MLflow fails."""
         try:
-            if not run_id and mlflow is not None:
-                active = mlflow.active_run()
-                run_id = active.info.run_id if active is not None else None
+            run_id = active_run_id()
             if not run_id:
                 return None
+            if current is not None and current.run_id == run_id:
+                return current
             from mlflow.tracking import MlflowClient
 
-            client = MlflowClient()
-            return cls(run_id, rank, client.log_batch)
+            return cls(run_id, rank, MlflowClient().log_batch)
         except Exception as exc:  # MLflow missing or misconfigured: train without it
             warnings.warn(f"uc_jupyter: not logging data-loading metrics to MLflow: {exc}", stacklevel=2)
             return None
@@ -124,13 +140,35 @@ class MlflowSink:
         self._send(values, step=loop.batches)
 
     def _send(self, values: dict[str, float], step: int) -> None:
-        try:
-            from mlflow.entities import Metric
+        """Hand the window to the sender thread: the training loop never waits on MLflow's I/O."""
+        stamp = int(time.time() * 1000)
+        with self._pending_lock:
+            self._pending.append((values, step, stamp))
+            if self._sender is None or not self._sender.is_alive():
+                self._sender = threading.Thread(target=self._deliver, name="uc-jupyter-mlflow", daemon=True)
+                self._sender.start()
 
-            stamp = int(time.time() * 1000)
-            metrics = [Metric(self._names[k], float(v), stamp, step) for k, v in values.items()]
-            self._log_batch(self.run_id, metrics=metrics)
-            self.flushes += 1
-        except Exception as exc:
-            self._broken = True
-            warnings.warn(f"uc_jupyter: MLflow logging failed, training goes on without it: {exc}", stacklevel=2)
+    def wait(self, timeout: float = 30.0) -> None:
+        """Block until every window handed over so far is logged (at close, and at process exit)."""
+        sender = self._sender
+        if sender is not None:
+            sender.join(timeout)
+
+    def _deliver(self) -> None:
+        from mlflow.entities import Metric
+
+        while True:
+            with self._pending_lock:
+                if not self._pending:
+                    self._sender = None
+                    return
+                values, step, stamp = self._pending.pop(0)
+            if self._broken:
+                continue
+            try:
+                metrics = [Metric(self._names[k], float(v), stamp, step) for k, v in values.items()]
+                self._log_batch(self.run_id, metrics=metrics)
+                self.flushes += 1
+            except Exception as exc:
+                self._broken = True
+                warnings.warn(f"uc_jupyter: MLflow logging failed, training goes on without it: {exc}", stacklevel=2)

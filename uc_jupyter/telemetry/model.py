@@ -127,7 +127,7 @@ class Sample:
     shard_size: int = 0
     padded: int = 0
     dropped: int = 0
-    queue_depth: int = 0
+    queue_depth: int = 0  # the loop's sample: batches requested from workers, not yet delivered
     cache_used_bytes: int = 0
     cache_max_bytes: int = 0
     started: float = 0.0  # when this producer began, for rates
