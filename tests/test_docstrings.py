@@ -8,13 +8,13 @@ from types import ModuleType
 import pytest
 
 from uc_jupyter.catalog import names, privileges, storage
-from uc_jupyter.data import partition
+from uc_jupyter.data import partition, stream
 from uc_jupyter.telemetry import collector, model, producer, reporter
 
 
 @pytest.mark.parametrize(
     "module",
-    [names, privileges, storage, partition, model, reporter, collector, producer],
+    [names, privileges, storage, partition, stream, model, reporter, collector, producer],
     ids=lambda m: m.__name__,
 )
 def test_docstring_examples(module: ModuleType) -> None:

@@ -89,6 +89,7 @@ def test_a_local_volume_is_read_in_place(local_volume: Volume) -> None:
     ("setup", "path", "error", "message"),
     [
         (None, "/tmp/data", InvalidName, "must start with '/Volumes/"),
+        (None, "main.ml.local", InvalidName, r"\(the volume main.ml.local is at /Volumes/main/ml/local\)"),
         (None, "/Volumes/main/ml/nope", NotFound, "volume main.ml.nope does not exist"),
         (
             "file",

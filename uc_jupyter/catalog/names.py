@@ -134,6 +134,10 @@ def parse_name(text: str, *, levels: tuple[int, ...] = (1, 2, 3)) -> SecurableNa
         raise ValueError(f"levels must be among 1, 2 and 3, got {levels!r}")
     if not isinstance(text, str):
         raise InvalidName(f"invalid name {text!r}: expected a string like 'catalog.schema.table'")
+    if text.startswith("/"):
+        raise InvalidName(
+            f"invalid name {text!r}: that is a path; tables and schemas are named like 'catalog.schema.table'"
+        )
     parts = _split_parts(text)
     for index, part in enumerate(parts):
         _check_part(text, index, part)
@@ -152,7 +156,9 @@ def parse_volume_path(text: str) -> VolumePath:
     if not isinstance(text, str):
         raise InvalidName(f"invalid volume path {text!r}: expected a string like '/Volumes/c/s/v/dir'")
     if not text.startswith(VOLUMES_ROOT + "/"):
-        raise InvalidName(f"invalid volume path {text!r}: must start with '/Volumes/<catalog>/<schema>/<volume>'")
+        dotted = "/" not in text and text.count(".") == 2
+        hint = f" (the volume {text} is at /Volumes/{text.replace('.', '/')})" if dotted else ""
+        raise InvalidName(f"invalid volume path {text!r}: must start with '/Volumes/<catalog>/<schema>/<volume>'{hint}")
     if "\x00" in text:
         raise InvalidName(f"invalid volume path {text!r}: contains a NUL character")
     segments = text[len(VOLUMES_ROOT) + 1 :].split("/")

@@ -124,7 +124,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
                 except StopIteration:
                     break
                 got = clock()
-                size = 1 if self.batch_size is None and self.batch_sampler is None else _batch_len(batch)
+                size = self._items_in(batch)
                 timing = BatchTiming(
                     index=self._fetch.batches,
                     epoch=epoch,
@@ -142,6 +142,14 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
                 self._drain(force=True)
                 if self._mlflow is not None:
                     self._mlflow.flush(self.stats())
+
+    def _items_in(self, batch: Any) -> int:
+        """Samples in what the loader yielded: a collated batch's length, or without batching the
+        dataset's own count (a table dataset's element is a batch of rows)."""
+        if self.batch_size is not None or self.batch_sampler is not None:
+            return _batch_len(batch)
+        items_in = getattr(self.dataset, "items_in", None)
+        return int(items_in(batch)) if callable(items_in) else 1
 
     def _record(self, timing: BatchTiming) -> None:
         self._fetch.add(timing)

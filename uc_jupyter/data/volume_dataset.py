@@ -22,43 +22,30 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-import torch.utils.data
+import numpy as np
+import numpy.typing as npt
 
 from uc_jupyter.catalog import Catalog, get_catalog
 from uc_jupyter.catalog import storage as st
 from uc_jupyter.data.cache import CachedFile, FileCache
-from uc_jupyter.data.grid import current_grid, stream_name
-from uc_jupyter.data.partition import Grid, OnUneven, Shard, plan
+from uc_jupyter.data.partition import OnUneven
 from uc_jupyter.data.remote import Listing, RemoteFile, RetryPolicy, fetch_file, list_volume
-from uc_jupyter.data.stats import DatasetStats, StreamStats
+from uc_jupyter.data.stats import DatasetStats
+from uc_jupyter.data.stream import PartitionedDataset, _Counters
 from uc_jupyter.telemetry import producer
 
 if TYPE_CHECKING:
     import fsspec
 
-__all__ = ["Fingerprint", "UCVolumeDataset"]
+__all__ = ["UCVolumeDataset"]
 
 CacheMode = Literal["auto", "always", "never"]
 _MAX_PREFETCH = 64
 
 
-@dataclass(frozen=True)
-class Fingerprint:
-    """What a checkpoint of a stream is only valid for."""
-
-    volume_path: str
-    listing: str  # digest of the listed paths, sizes and versions
-    seed: int
-    shuffle: bool
-    on_uneven: str
-    world_size: int
-    num_workers: int
-
-
-class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
+class UCVolumeDataset(PartitionedDataset):
     """A torch ``IterableDataset`` over the files of a ``/Volumes/...`` folder, yielding local paths.
 
     Args:
@@ -103,15 +90,11 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
         pin_window: int = 512,
         catalog: Catalog | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(shuffle=shuffle, seed=seed, on_uneven=on_uneven)
         if cache not in ("auto", "always", "never"):
             raise ValueError(f"invalid cache {cache!r}: use 'auto', 'always' or 'never'")
-        if on_uneven not in ("pad", "drop", "allow"):
-            raise ValueError(f"invalid on_uneven {on_uneven!r}: use 'pad', 'drop' or 'allow'")
         if prefetch is not None and (not isinstance(prefetch, int) or prefetch < 1):
             raise ValueError(f"invalid prefetch {prefetch!r}: give a positive number of files")
-        if not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"invalid seed {seed!r}: give a non-negative integer")
         if pin_window < 1:
             raise ValueError(f"invalid pin_window {pin_window!r}: give a positive number of files")
         resolved = (catalog or get_catalog()).resolve_volume_path(path)
@@ -127,7 +110,6 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
         # the cache, which with "never" only streams files through (nothing is kept).
         self.in_place = self._local and cache != "always"
         self._keep = cache != "never"
-        self.shuffle, self.seed, self.on_uneven = shuffle, seed, on_uneven
         self.prefetch = prefetch
         self.transform = transform
         self.classes: tuple[str, ...] = ()
@@ -147,164 +129,40 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
         self._cache_budget = (cache_max_bytes, min_free_bytes)
         self._cache_dir = cache_dir
         self._cache: FileCache | None = None
-        self._next_epoch = 0
-        self._resume: dict[str, Any] | None = None
-        self._streams: dict[tuple[int, int], _Counters] = {}
         self._lingering: list[CachedFile] = []
-        self._positions: dict[str, int] = {}
         self._fs: tuple[int, fsspec.AbstractFileSystem] | None = None
-        self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:  # for spawn/forkserver DataLoader workers and ranks
-        state = self.__dict__.copy()
-        state["_lock"] = None
+        state = super().__getstate__()
         state["_fs"] = None
         state["_parent_fs"] = None
         state["_lingering"] = []
         return state
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
+    # ---------------------------------------------------------------- PartitionedDataset
+    def _item_count(self) -> int:
+        return len(self.listing.files)
 
-    def __copy__(self) -> UCVolumeDataset:
-        """A view with the same listing and settings but its own progress and counters."""
-        twin = UCVolumeDataset.__new__(UCVolumeDataset)
-        twin.__dict__.update(self.__dict__)
-        twin._lock = threading.Lock()
-        twin._streams, twin._positions, twin._resume, twin._lingering = {}, {}, None, []
-        return twin
+    def _identity(self) -> tuple[str, str]:
+        return self.listing.volume_path, self.listing.digest
 
-    # ---------------------------------------------------------------- torch protocol
-    def __len__(self) -> int:
-        """The number of items this rank yields per epoch (over all its DataLoader workers)."""
-        grid = current_grid()
-        shard = plan(len(self.listing.files), replace(grid, worker=0, num_workers=1), on_uneven=self.on_uneven)
-        return shard.rank_count
-
-    def __iter__(self) -> Iterator[Any]:
-        grid = current_grid()
-        epoch = self._take_epoch()
-        shard = plan(
-            len(self.listing.files),
-            grid,
-            shuffle=self.shuffle,
-            seed=self.seed,
-            epoch=epoch,
-            on_uneven=self.on_uneven,
-        )
-        if shard.rank_count == 0:
-            raise ValueError(
-                f"{self.listing.volume_path}: {len(self.listing.files)} files leave rank {grid.rank} of "
-                f"{grid.world_size} nothing with on_uneven={self.on_uneven!r}; use on_uneven='pad'"
-            )
-        stream = stream_name(grid.rank, grid.worker)
-        skip = self._skip_for(stream, grid, epoch)
-        counters = self._record((grid.rank, grid.worker), shard, epoch, stream, skip)
-        files = [self.listing.files[i] for i in shard.indices[skip:]]
+    def _stream(self, positions: npt.NDArray[np.int64], counters: _Counters, stream: str) -> Iterator[Any]:
+        files = [self.listing.files[i] for i in positions]
         if self.in_place:
             return self._read_in_place(files, counters, stream)
         return self._read_cached(files, counters, stream)
 
-    def set_epoch(self, epoch: int) -> None:
-        """Use ``epoch``'s order for the next pass (later passes count up from it).
-
-        Without ``set_epoch`` each pass in a process moves to the next epoch by itself, which
-        keeps persistent DataLoader workers in step.
-        """
-        if not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"invalid epoch {epoch!r}: give a non-negative integer")
-        self._next_epoch = epoch
-
-    # ---------------------------------------------------------------- checkpoints
-    def fingerprint(self, grid: Grid | None = None) -> Fingerprint:
-        grid = grid or current_grid()
-        return Fingerprint(
-            volume_path=self.listing.volume_path,
-            listing=self.listing.digest,
-            seed=self.seed,
-            shuffle=self.shuffle,
-            on_uneven=self.on_uneven,
-            world_size=grid.world_size,
-            num_workers=grid.num_workers,
-        )
-
-    def state_dict(self) -> dict[str, Any]:
-        """What the streams of this process delivered in the current epoch, JSON-serialisable.
-
-        Example:
-            >>> state = ds.state_dict()        # doctest: +SKIP
-            >>> ds2.load_state_dict(state)     # continues with exactly the remaining files
-        """
-        with self._lock:
-            epoch = max((s.epoch for s in self._streams.values()), default=self._next_epoch)
-            return {
-                "fingerprint": asdict(self.fingerprint()),
-                "epoch": epoch,
-                "streams": dict(self._positions),
-            }
-
-    def load_state_dict(self, state: dict[str, Any], grid: Grid | None = None) -> None:
-        """Resume: the next pass runs ``state``'s epoch, skipping what each stream delivered.
-
-        ``grid`` is where the streams will run (a DataLoader passes its worker count).
-        """
-        expected = asdict(self.fingerprint(grid))
-        given = state.get("fingerprint") if isinstance(state, dict) else None
-        if not isinstance(given, dict):
-            raise ValueError("not a UCVolumeDataset state: it has no 'fingerprint'")
-        differs = [k for k in expected if given.get(k) != expected[k]]
-        if differs:
-            first = differs[0]
-            raise ValueError(
-                f"cannot resume {self.listing.volume_path}: the checkpoint's {first} is "
-                f"{given.get(first)!r}, this dataset's is {expected[first]!r}"
-            )
-        self._resume = {"epoch": int(state["epoch"]), "streams": dict(state.get("streams", {}))}
-        self._next_epoch = int(state["epoch"])
-
-    # ---------------------------------------------------------------- stats
     def stats(self) -> DatasetStats:
         """Counters of the streams run in this process, and the shared cache's fill."""
-        with self._lock:
-            streams = tuple(self._streams[k].freeze() for k in sorted(self._streams))
         cache = None if self.in_place else self._file_cache().stats()
         return DatasetStats(
-            streams=streams,
+            streams=self.stream_stats(),
             cache=cache,
             listed_files=len(self.listing.files),
             listed_bytes=self.listing.total_bytes,
         )
 
     # ---------------------------------------------------------------- internals
-    def _take_epoch(self) -> int:
-        with self._lock:
-            epoch = self._next_epoch
-            self._next_epoch += 1
-            return epoch
-
-    def _skip_for(self, stream: str, grid: Grid, epoch: int) -> int:
-        resume = self._resume
-        if resume is None or resume["epoch"] != epoch:
-            return 0
-        return int(resume["streams"].get(stream, 0))
-
-    def _record(self, key: tuple[int, int], shard: Shard, epoch: int, stream: str, skip: int) -> _Counters:
-        """Start a pass of stream ``key``: counters stay cumulative over epochs."""
-        with self._lock:
-            counters = self._streams.setdefault(key, _Counters(rank=key[0], worker=key[1]))
-            counters.epoch, counters.padded, counters.dropped = epoch, shard.padded, shard.dropped
-            counters.shard_size = len(shard.indices)
-            self._positions[stream] = skip
-            return counters
-
-    def _count(self, counters: _Counters, stream: str | None = None, **deltas: int) -> None:
-        with self._lock:
-            for name, value in deltas.items():
-                setattr(counters, name, getattr(counters, name) + value)
-            if stream is not None:  # an item reached the consumer
-                self._positions[stream] = self._positions.get(stream, 0) + 1
-
     def _filesystem(self) -> fsspec.AbstractFileSystem:
         # One filesystem object per process: async filesystems do not survive a fork.
         if self._fs is None or self._fs[0] != os.getpid():
@@ -331,7 +189,7 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
     def _read_in_place(self, files: list[RemoteFile], counters: _Counters, stream: str) -> Iterator[Any]:
         for remote in files:
             item = self._deliver(f"{self._root}/{remote.relative}", remote)
-            self._count(counters, stream, files=1, bytes=remote.size, hits=1)
+            self._count(counters, stream, delivered=1, files=1, bytes=remote.size, hits=1)
             yield item
         producer.notify(final=True)
 
@@ -414,7 +272,7 @@ class UCVolumeDataset(torch.utils.data.IterableDataset[Any]):
                         cache.release(got)
                     else:
                         held.add(got)
-                self._count(counters, stream, files=1, bytes=got.size)
+                self._count(counters, stream, delivered=1, files=1, bytes=got.size)
                 pace.consumed()
                 yield item
         finally:
@@ -541,28 +399,6 @@ class _Pace:
             return 16
         wanted = math.ceil(self.fetch_seconds / max(self.consume_seconds, 1e-4)) + 2
         return max(4, min(_MAX_PREFETCH, wanted))
-
-
-@dataclass
-class _Counters:
-    """One stream's counters, mutated under the dataset's lock; ``freeze`` gives the public view."""
-
-    rank: int
-    worker: int
-    epoch: int = 0
-    files: int = 0
-    bytes: int = 0
-    hits: int = 0
-    misses: int = 0
-    bytes_downloaded: int = 0
-    streamed: int = 0
-    retries: int = 0
-    padded: int = 0
-    dropped: int = 0
-    shard_size: int = 0
-
-    def freeze(self) -> StreamStats:
-        return StreamStats(**asdict(self))
 
 
 def _base_name(remote: RemoteFile) -> str:

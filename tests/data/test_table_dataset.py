@@ -1,0 +1,139 @@
+"""UCTableDataset over real Delta tables written through the catalog, with real DataLoader workers."""
+
+from __future__ import annotations
+
+import collections
+import json
+from typing import Any
+
+import pyarrow as pa
+import pytest
+import torch
+
+from uc_jupyter.catalog import NotFound, PermissionDenied
+from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.data import DataLoader, UCTableDataset
+
+
+def rows(n: int, start: int = 0) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table(
+        {
+            "id": ids,
+            "x": [i / 2 for i in ids],
+            "flag": [i % 2 == 0 for i in ids],
+            "name": [f"row{i}" for i in ids],
+            "maybe": [None if i % 3 == 0 else i for i in ids],
+        }
+    )
+
+
+@pytest.fixture
+def table(catalog: LocalCatalog) -> str:
+    catalog.create_table("main.ml.events", rows(23))
+    return "main.ml.events"
+
+
+def ids(batches: list[dict[str, Any]]) -> list[int]:
+    return [int(i) for batch in batches for i in batch["id"]]
+
+
+def test_batches_are_dicts_of_tensors_and_lists(table: str) -> None:
+    first = next(iter(UCTableDataset(table, batch_size=10)))
+    assert first["id"].dtype == torch.int64 and first["id"].tolist() == list(range(10))
+    assert first["x"].dtype == torch.float64 and first["flag"].dtype == torch.bool
+    assert first["name"][:2] == ["row0", "row1"]
+    assert first["maybe"][:4] == [None, 1, 2, None]  # a column with nulls stays a list
+    first["id"] += 1  # tensors own their memory
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("workers", [0, 1, 2, 3])
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_every_row_exactly_once_across_ranks_and_workers(
+    table: str, monkeypatch: pytest.MonkeyPatch, ranks: int, workers: int, shuffle: bool
+) -> None:
+    seen: list[int] = []
+    for rank in range(ranks):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", str(ranks))
+        dataset = UCTableDataset(table, batch_size=4, shuffle=shuffle, seed=2, on_uneven="allow")
+        loader = torch.utils.data.DataLoader(
+            dataset, batch_size=None, num_workers=workers, multiprocessing_context="fork" if workers else None
+        )
+        seen += ids(list(loader))
+    assert sorted(seen) == list(range(23))
+
+
+def test_padded_ranks_have_equal_counts(table: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    counts, everything = [], collections.Counter[int]()
+    for rank in range(2):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        dataset = UCTableDataset(table, batch_size=5)
+        got = ids(list(dataset))
+        assert len(dataset) == len(got)
+        counts.append(len(got))
+        everything.update(got)
+    assert counts == [12, 12] and set(everything) == set(range(23))
+
+
+def test_columns_filter_and_version(table: str, catalog: LocalCatalog) -> None:
+    narrow = next(iter(UCTableDataset(table, columns=["id", "name"], filter="id >= 20", batch_size=100)))
+    assert set(narrow) == {"id", "name"} and narrow["id"].tolist() == [20, 21, 22]
+    catalog.create_table(table, rows(5, start=100), mode="append")
+    latest, first = UCTableDataset(table, batch_size=100), UCTableDataset(table, batch_size=100, version=0)
+    assert (latest.version, len(latest), first.version, len(first)) == (1, 28, 0, 23)
+    assert ids(list(first)) == list(range(23))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"columns": ["nope"]}, ValueError, "table main.ml.events has no column 'nope'; its columns are id, x"),
+        ({"filter": "id === 3"}, ValueError, "cannot apply filter 'id === 3'"),
+        ({"filter": "id > 1000"}, ValueError, "has no rows matching 'id > 1000'"),
+        ({"version": 7}, ValueError, "cannot open version 7"),
+        ({"batch_size": 0}, ValueError, "invalid batch_size 0"),
+    ],
+)
+def test_bad_input_gets_one_line_errors(table: str, kwargs: dict[str, Any], error: type, message: str) -> None:
+    with pytest.raises(error, match=message) as caught:
+        UCTableDataset(table, **kwargs)
+    assert "\n" not in str(caught.value)
+
+
+def test_names_and_grants_are_checked(table: str, catalog: LocalCatalog) -> None:
+    with pytest.raises(NotFound, match="table main.ml.event does not exist; did you mean main.ml.events?"):
+        UCTableDataset("main.ml.event")
+    with pytest.raises(ValueError, match="that is a path; tables and schemas are named like 'catalog.schema.table'"):
+        UCTableDataset("/Volumes/main/ml/events")
+    catalog.create_principal("alice")
+    catalog.grant("main", "USE CATALOG", "alice")
+    catalog.grant("main.ml", "USE SCHEMA", "alice")
+    with catalog.as_principal("alice"), pytest.raises(PermissionDenied, match="alice lacks SELECT on main.ml.events"):
+        UCTableDataset(table)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_dataloader_resumes_rows_exactly(table: str, workers: int) -> None:
+    def fresh() -> DataLoader:
+        dataset = UCTableDataset(table, batch_size=3, shuffle=True, seed=4)
+        context = "fork" if workers else None
+        return DataLoader(dataset, batch_size=None, num_workers=workers, multiprocessing_context=context)
+
+    first = fresh()
+    stream = iter(first)
+    taken = [next(stream) for _ in range(3)]
+    state = json.loads(json.dumps(first.state_dict()))
+    del stream
+    second = fresh()
+    second.load_state_dict(state)
+    assert sorted(ids(taken + list(second))) == list(range(23))
+
+
+def test_spawned_workers_read_the_pinned_snapshot(table: str, catalog: LocalCatalog) -> None:
+    dataset = UCTableDataset(table, batch_size=4)
+    catalog.create_table(table, rows(3, start=500), mode="append")  # a later version: not read
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2, multiprocessing_context="spawn")
+    assert sorted(ids(list(loader))) == list(range(23))

@@ -1,0 +1,231 @@
+"""What every partitioned dataset shares: epochs, the split over ranks and workers, checkpoints, counters.
+
+A :class:`PartitionedDataset` has ``n`` items (files of a volume folder, rows of a table). Each pass
+takes the next epoch, plans this stream's items with :func:`uc_jupyter.data.partition.plan`, skips
+what a checkpoint says was delivered, and hands the positions to the subclass's ``_stream``.
+
+Example:
+    >>> class Numbers(PartitionedDataset):
+    ...     def __init__(self, n): super().__init__(shuffle=False, seed=0, on_uneven="pad"); self.n = n
+    ...     def _item_count(self): return self.n
+    ...     def _identity(self): return ("numbers", str(self.n))
+    ...     def _stream(self, positions, counters, stream):
+    ...         for p in positions:
+    ...             self._count(counters, stream, delivered=1, files=1)
+    ...             yield int(p)
+    >>> list(Numbers(3))
+    [0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch.utils.data
+
+from uc_jupyter.data.grid import current_grid, stream_name
+from uc_jupyter.data.partition import Grid, OnUneven, Shard, plan
+from uc_jupyter.data.stats import StreamStats
+
+__all__ = ["Fingerprint", "PartitionedDataset"]
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What a checkpoint of a stream is only valid for."""
+
+    source: str  # the /Volumes folder or the table
+    version: str  # listing digest, or Delta version plus columns and filter
+    seed: int
+    shuffle: bool
+    on_uneven: str
+    world_size: int
+    num_workers: int
+
+
+class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
+    """Base of UCVolumeDataset and UCTableDataset (see the module docstring)."""
+
+    def __init__(self, *, shuffle: bool, seed: int, on_uneven: OnUneven) -> None:
+        super().__init__()
+        if on_uneven not in ("pad", "drop", "allow"):
+            raise ValueError(f"invalid on_uneven {on_uneven!r}: use 'pad', 'drop' or 'allow'")
+        if not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"invalid seed {seed!r}: give a non-negative integer")
+        self.shuffle, self.seed, self.on_uneven = bool(shuffle), seed, on_uneven
+        self._next_epoch = 0
+        self._resume: dict[str, Any] | None = None
+        self._streams: dict[tuple[int, int], _Counters] = {}
+        self._positions: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------- for subclasses
+    def _item_count(self) -> int:
+        raise NotImplementedError
+
+    def _identity(self) -> tuple[str, str]:
+        """(source, version) of the fingerprint."""
+        raise NotImplementedError
+
+    def _stream(self, positions: npt.NDArray[np.int64], counters: _Counters, stream: str) -> Iterator[Any]:
+        """Yield the items at ``positions``, counting what reaches the consumer with ``_count``."""
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- pickling and copies
+    def __getstate__(self) -> dict[str, Any]:  # for spawn/forkserver DataLoader workers and ranks
+        state = self.__dict__.copy()
+        state["_lock"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def __copy__(self) -> PartitionedDataset:
+        """A view with the same items and settings but its own progress and counters."""
+        twin = type(self).__new__(type(self))
+        twin.__dict__.update(self.__getstate__())
+        twin._lock = threading.Lock()
+        twin._streams, twin._positions, twin._resume = {}, {}, None
+        return twin
+
+    # ---------------------------------------------------------------- torch protocol
+    def __len__(self) -> int:
+        """The number of items this rank yields per epoch (over all its DataLoader workers)."""
+        grid = current_grid()
+        return plan(self._item_count(), replace(grid, worker=0, num_workers=1), on_uneven=self.on_uneven).rank_count
+
+    def __iter__(self) -> Iterator[Any]:
+        grid = current_grid()
+        epoch = self._take_epoch()
+        n = self._item_count()
+        shard = plan(n, grid, shuffle=self.shuffle, seed=self.seed, epoch=epoch, on_uneven=self.on_uneven)
+        if shard.rank_count == 0:
+            raise ValueError(
+                f"{self._identity()[0]}: {n} items leave rank {grid.rank} of {grid.world_size} nothing "
+                f"with on_uneven={self.on_uneven!r}; use on_uneven='pad'"
+            )
+        stream = stream_name(grid.rank, grid.worker)
+        skip = self._skip_for(stream, epoch)
+        counters = self._record((grid.rank, grid.worker), shard, epoch, stream, skip)
+        return self._stream(shard.indices[skip:], counters, stream)
+
+    def items_in(self, element: Any) -> int:
+        """How many items one yielded element holds (1; a table dataset yields batches of rows)."""
+        return 1
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use ``epoch``'s order for the next pass (later passes count up from it).
+
+        Without ``set_epoch`` each pass in a process moves to the next epoch by itself, which
+        keeps persistent DataLoader workers in step.
+        """
+        if not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"invalid epoch {epoch!r}: give a non-negative integer")
+        self._next_epoch = epoch
+
+    # ---------------------------------------------------------------- checkpoints
+    def fingerprint(self, grid: Grid | None = None) -> Fingerprint:
+        grid = grid or current_grid()
+        source, version = self._identity()
+        return Fingerprint(
+            source=source,
+            version=version,
+            seed=self.seed,
+            shuffle=self.shuffle,
+            on_uneven=self.on_uneven,
+            world_size=grid.world_size,
+            num_workers=grid.num_workers,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the streams of this process delivered in the current epoch, JSON-serialisable.
+
+        Example:
+            >>> state = ds.state_dict()        # doctest: +SKIP
+            >>> ds2.load_state_dict(state)     # continues with exactly the remaining items
+        """
+        with self._lock:
+            epoch = max((s.epoch for s in self._streams.values()), default=self._next_epoch)
+            return {"fingerprint": asdict(self.fingerprint()), "epoch": epoch, "streams": dict(self._positions)}
+
+    def load_state_dict(self, state: dict[str, Any], grid: Grid | None = None) -> None:
+        """Resume: the next pass runs ``state``'s epoch, skipping what each stream delivered.
+
+        ``grid`` is where the streams will run (a DataLoader passes its worker count).
+        """
+        expected = asdict(self.fingerprint(grid))
+        given = state.get("fingerprint") if isinstance(state, dict) else None
+        if not isinstance(given, dict):
+            raise ValueError(f"not a {type(self).__name__} state: it has no 'fingerprint'")
+        differs = [k for k in expected if given.get(k) != expected[k]]
+        if differs:
+            first = differs[0]
+            raise ValueError(
+                f"cannot resume {expected['source']}: the checkpoint's {first} is "
+                f"{given.get(first)!r}, this dataset's is {expected[first]!r}"
+            )
+        self._resume = {"epoch": int(state["epoch"]), "streams": dict(state.get("streams", {}))}
+        self._next_epoch = int(state["epoch"])
+
+    def stream_stats(self) -> tuple[StreamStats, ...]:
+        """Counters of the streams run in this process, cumulative over epochs."""
+        with self._lock:
+            return tuple(self._streams[k].freeze() for k in sorted(self._streams))
+
+    # ---------------------------------------------------------------- internals
+    def _take_epoch(self) -> int:
+        with self._lock:
+            epoch = self._next_epoch
+            self._next_epoch += 1
+            return epoch
+
+    def _skip_for(self, stream: str, epoch: int) -> int:
+        resume = self._resume
+        if resume is None or resume["epoch"] != epoch:
+            return 0
+        return int(resume["streams"].get(stream, 0))
+
+    def _record(self, key: tuple[int, int], shard: Shard, epoch: int, stream: str, skip: int) -> _Counters:
+        """Start a pass of stream ``key``: counters stay cumulative over epochs."""
+        with self._lock:
+            counters = self._streams.setdefault(key, _Counters(rank=key[0], worker=key[1]))
+            counters.epoch, counters.padded, counters.dropped = epoch, shard.padded, shard.dropped
+            counters.shard_size = len(shard.indices)
+            self._positions[stream] = skip
+            return counters
+
+    def _count(self, counters: _Counters, stream: str | None = None, delivered: int = 0, **deltas: int) -> None:
+        """Add ``deltas`` to the counters; ``delivered`` items reached the consumer of ``stream``."""
+        with self._lock:
+            for name, value in deltas.items():
+                setattr(counters, name, getattr(counters, name) + value)
+            if stream is not None and delivered:
+                self._positions[stream] = self._positions.get(stream, 0) + delivered
+
+
+@dataclass
+class _Counters:
+    """One stream's counters, mutated under the dataset's lock; ``freeze`` gives the public view."""
+
+    rank: int
+    worker: int
+    epoch: int = 0
+    files: int = 0
+    bytes: int = 0
+    hits: int = 0
+    misses: int = 0
+    bytes_downloaded: int = 0
+    streamed: int = 0
+    retries: int = 0
+    padded: int = 0
+    dropped: int = 0
+    shard_size: int = 0
+
+    def freeze(self) -> StreamStats:
+        return StreamStats(**asdict(self))

@@ -1,0 +1,170 @@
+"""``UCTableDataset``: stream a catalog table's rows into PyTorch straight from its Delta files.
+
+No Spark: the Delta snapshot is pinned when the dataset is made (SELECT checked through the
+catalog), read with ``deltalake``'s scan (which applies deletion vectors), and its rows are split
+across ranks and DataLoader workers exactly like a volume's files (see
+:mod:`uc_jupyter.data.partition`). Each item is one batch: a dict with numeric and boolean columns
+as tensors (when they have no nulls) and other columns as lists.
+
+Example:
+    >>> from uc_jupyter.data import UCTableDataset
+    >>> rows = UCTableDataset("main.ml.iris", columns=["sepal_length", "label"], batch_size=256)  # doctest: +SKIP
+    >>> batch = next(iter(rows)); batch["label"].shape                                           # doctest: +SKIP
+    torch.Size([256])
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import torch
+
+from uc_jupyter.catalog import Catalog, get_catalog
+from uc_jupyter.catalog.storage import delta_uri
+from uc_jupyter.data.partition import OnUneven
+from uc_jupyter.data.stats import DatasetStats
+from uc_jupyter.data.stream import PartitionedDataset, _Counters
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+__all__ = ["UCTableDataset"]
+
+
+class UCTableDataset(PartitionedDataset):
+    """A torch ``IterableDataset`` of dict batches from a Delta table in the catalog.
+
+    Args:
+        name: ``catalog.schema.table`` (SELECT is checked).
+        columns: the columns to read (default all).
+        filter: a predicate deltalake understands, e.g. ``"label = 1"``, applied before splitting.
+        batch_size: rows per yielded dict (the last one of a stream may be shorter).
+        version: a Delta version to read (default: the latest when the dataset is made).
+        shuffle, seed, on_uneven: as for :class:`~uc_jupyter.data.UCVolumeDataset`; rows are the items.
+        catalog: the catalog to resolve ``name`` with.
+
+    ``len(dataset)`` is the number of rows this rank yields per epoch. The selected columns of the
+    snapshot are held in memory by each process that reads (forked workers share the parent's):
+    narrow them with ``columns=`` and ``filter=``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: str | None = None,
+        batch_size: int = 1024,
+        version: int | None = None,
+        shuffle: bool = False,
+        seed: int = 0,
+        on_uneven: OnUneven = "pad",
+        catalog: Catalog | None = None,
+    ) -> None:
+        super().__init__(shuffle=shuffle, seed=seed, on_uneven=on_uneven)
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"invalid batch_size {batch_size!r}: give a positive number of rows")
+        resolved = (catalog or get_catalog()).resolve_table(name)
+        self.name = resolved.table.full_name
+        self._location = delta_uri(resolved.storage_location)
+        self._options = resolved.storage_options or None
+        snapshot = self._open(version)
+        self.version = snapshot.version()
+        known = [f.name for f in snapshot.schema().fields]
+        missing = [c for c in (columns or ()) if c not in known]
+        if missing:
+            raise ValueError(f"table {self.name} has no column {missing[0]!r}; its columns are {', '.join(known)}")
+        self.columns = list(columns) if columns is not None else known
+        self.filter = filter
+        self.batch_size = batch_size
+        # Read once, here: forked DataLoader workers share it copy-on-write, and never touch
+        # deltalake, whose runtime does not survive a fork. Spawned workers read their own.
+        self._table: pa.Table | None = self._read(snapshot, self.columns)
+        self._rows = self._table.num_rows
+        if self._rows == 0:
+            raise ValueError(f"table {self.name} has no rows{' matching ' + repr(filter) if filter else ''} to read")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_table"] = None  # each worker reads its own copy of the snapshot
+        return state
+
+    # ---------------------------------------------------------------- PartitionedDataset
+    def _item_count(self) -> int:
+        return int(self._rows)
+
+    def _identity(self) -> tuple[str, str]:
+        shape = f"{self.columns}|{self.filter}"
+        return self.name, f"v{self.version}:{hashlib.sha256(shape.encode()).hexdigest()[:12]}"
+
+    def _stream(self, positions: npt.NDArray[np.int64], counters: _Counters, stream: str) -> Iterator[Any]:
+        table = self._snapshot_rows()
+        for start in range(0, len(positions), self.batch_size):
+            chunk = table.take(pa.array(positions[start : start + self.batch_size]))
+            batch = _to_batch(chunk)
+            self._count(counters, stream, delivered=chunk.num_rows, files=chunk.num_rows, bytes=chunk.nbytes)
+            yield batch
+
+    def items_in(self, element: Any) -> int:
+        """Rows in a yielded batch."""
+        return len(next(iter(element.values()))) if element else 0
+
+    def stats(self) -> DatasetStats:
+        return DatasetStats(streams=self.stream_stats(), listed_files=self._rows)
+
+    # ---------------------------------------------------------------- internals
+    def _open(self, version: int | None) -> DeltaTable:
+        from deltalake import DeltaTable
+
+        try:
+            return DeltaTable(self._location, version=version, storage_options=self._options)
+        except Exception as exc:  # deltalake raises bare exceptions with multi-line text
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ValueError(f"table {self.name}: cannot open version {version}: {first}") from exc
+
+    def _read(self, snapshot: DeltaTable, columns: list[str]) -> pa.Table:
+        try:
+            reader = snapshot.scan(columns=columns, predicate=self.filter)
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ValueError(f"table {self.name}: cannot apply filter {self.filter!r}: {first}") from exc
+        return _plain_types(pa.RecordBatchReader.from_stream(reader).read_all())
+
+    def _snapshot_rows(self) -> pa.Table:
+        """The pinned snapshot's rows: inherited from the parent, or read again after a spawn."""
+        if self._table is None:
+            table = self._read(self._open(self.version), self.columns)
+            if table.num_rows != self._rows:
+                raise RuntimeError(
+                    f"table {self.name} version {self.version} now has {table.num_rows} rows, "
+                    f"{self._rows} when the dataset was made; was it vacuumed or rewritten?"
+                )
+            self._table = table
+        return self._table
+
+
+def _plain_types(table: pa.Table) -> pa.Table:
+    """deltalake scans give string_view / binary_view columns, which pyarrow's take cannot index."""
+    views = {pa.string_view(): pa.large_string(), pa.binary_view(): pa.large_binary()}
+    if not any(field.type in views for field in table.schema):
+        return table
+    schema = pa.schema([field.with_type(views.get(field.type, field.type)) for field in table.schema])
+    return table.cast(schema)
+
+
+def _to_batch(chunk: pa.Table) -> dict[str, Any]:
+    """Numeric and boolean columns without nulls as tensors, the others as lists."""
+    batch: dict[str, Any] = {}
+    for name, column in zip(chunk.column_names, chunk.columns, strict=True):
+        kind = column.type
+        numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
+        if numeric and column.null_count == 0:
+            batch[name] = torch.from_numpy(np.array(column.to_numpy(), copy=True))  # writable, owned
+        else:
+            batch[name] = column.to_pylist()
+    return batch
