@@ -13,8 +13,9 @@ Example:
     ...         for p in positions:
     ...             self._count(counters, stream, delivered=1, files=1)
     ...             yield int(p)
-    >>> list(Numbers(3))
-    [0, 1, 2]
+    >>> numbers = Numbers(3)
+    >>> list(numbers), numbers.state_dict()["streams"]
+    ([0, 1, 2], {'rank0-worker0': 3})
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
 
         Example:
             >>> state = ds.state_dict()        # doctest: +SKIP
-            >>> ds2.load_state_dict(state)     # continues with exactly the remaining items
+            >>> ds2.load_state_dict(state)     # doctest: +SKIP
         """
         with self._lock:
             epoch = max((s.epoch for s in self._streams.values()), default=self._next_epoch)
