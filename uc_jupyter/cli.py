@@ -192,6 +192,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     init = leaf(demo, "init", "build the demo table, volume and principal (kept when complete)", _demo_init)
     init.add_argument("--force", action="store_true", help="rebuild even when the demo is complete")
+    spark = group(commands, "spark", "the local Spark Connect server", "action")
+    for action, text in (
+        ("start", "start the local server (or show the running one)"),
+        ("status", "show the local server, if one runs"),
+        ("stop", "stop the local server"),
+    ):
+        leaf(spark, action, text, _spark)
     return parser
 
 
@@ -268,6 +275,21 @@ def _catalog_grant(cat: Catalog, args: argparse.Namespace) -> Report:
         [f"{verb} {privilege} on {securable} {to} {args.principal}"],
         {"action": verb, "privilege": privilege.value, "securable": securable, "principal": args.principal},
     )
+
+
+def _spark(cat: Catalog, args: argparse.Namespace) -> Report:
+    from uc_jupyter.processes import alive
+    from uc_jupyter.tables.spark import local_server, running_server, stop_local_server
+
+    if args.action == "stop":
+        stopped = stop_local_server()
+        return Report([f"{'stopped' if stopped else 'no'} local Spark Connect server"], {"stopped": stopped})
+    server = local_server(progress=lambda line: print(line, file=sys.stderr)) if args.action == "start" else None
+    server = server or running_server()
+    if server is None:
+        return Report(["no local Spark Connect server"], {"running": False})
+    document = {"running": alive(server.pid), "url": server.url, "pid": server.pid, "log_dir": server.log_dir}
+    return Report([f"{server.url}\tpid {server.pid}\tlog {server.log_dir}"], document)
 
 
 def _demo_init(cat: Catalog, args: argparse.Namespace) -> Report:

@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from uc_jupyter.processes import alive
 from uc_jupyter.sqlite_store import SqliteStore
 
 __all__ = ["CacheBudgetError", "CacheStats", "CachedFile", "FileCache", "default_cache_dir"]
@@ -281,7 +282,7 @@ class FileCache:
     def reclaim_dead(self) -> None:
         """Take back what processes that died (``kill -9``) left: reservations, temporary and
         streamed files, pins."""
-        live_pids = {pid for pid in self._pids_in_use() if _alive(pid)}
+        live_pids = {pid for pid in self._pids_in_use() if alive(pid)}
         with self._transaction() as conn:
             dead = [
                 (rid, size)
@@ -504,20 +505,3 @@ def _suffix(name: str) -> str:
     """The extension of ``name`` (``.png``), kept on cached files for tools that look at it."""
     suffix = os.path.splitext(name)[1]
     return suffix if 1 < len(suffix) <= 16 and suffix[1:].isalnum() else ""
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped) counts as dead: it will never release anything.
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True

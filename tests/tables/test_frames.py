@@ -1,0 +1,90 @@
+"""Catalog tables through a real Spark Connect server and the deltalake-backed data source."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from uc_jupyter.catalog import NotFound, PermissionDenied, get_catalog
+from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.tables import table, to_numpy, to_pandas
+from uc_jupyter.tables.spark import SparkUnavailable, local_server
+
+
+@pytest.fixture
+def catalog(isolated_home: Path) -> LocalCatalog:
+    cat = get_catalog()
+    assert isinstance(cat, LocalCatalog)
+    cat.create_catalog("main")
+    cat.create_schema("main.ml")
+    cat.create_table(
+        "main.ml.points",
+        pa.table({"id": list(range(50)), "x": [i * 0.5 for i in range(50)], "tag": [f"t{i % 3}" for i in range(50)]}),
+    )
+    return cat
+
+
+def test_table_round_trips_through_spark(catalog: LocalCatalog, spark_remote: str) -> None:
+    frame = to_pandas(table("main.ml.points")).sort_values("id").reset_index(drop=True)
+    expected = pd.DataFrame(
+        {"id": range(50), "x": [i * 0.5 for i in range(50)], "tag": [f"t{i % 3}" for i in range(50)]}
+    )
+    pd.testing.assert_frame_equal(frame, expected, check_dtype=False)
+    values = to_numpy(table("main.ml.points").select("id", "x").where("id < 4").orderBy("id"))
+    assert values.dtype == np.float64 and values.tolist() == [[0, 0.0], [1, 0.5], [2, 1.0], [3, 1.5]]
+
+
+def test_versions_are_pinned_and_travel(catalog: LocalCatalog, spark_remote: str) -> None:
+    before = table("main.ml.points")
+    catalog.create_table("main.ml.points", pa.table({"id": [100], "x": [1.0], "tag": ["new"]}), mode="append")
+    assert before.count() == 50  # pinned when table() was called
+    assert table("main.ml.points").count() == 51
+    assert table("main.ml.points", version=0).count() == 50
+
+
+def test_errors_surface_at_table_before_spark(catalog: LocalCatalog, spark_remote: str) -> None:
+    with pytest.raises(NotFound, match="table main.ml.pionts does not exist; did you mean main.ml.points?"):
+        table("main.ml.pionts")
+    with pytest.raises(ValueError, match="that is a path"):
+        table("/Volumes/main/ml/points")
+    catalog.create_principal("alice")
+    catalog.grant("main", "USE CATALOG", "alice")
+    catalog.grant("main.ml", "USE SCHEMA", "alice")
+    with catalog.as_principal("alice"), pytest.raises(PermissionDenied, match="alice lacks SELECT on main.ml.points"):
+        table("main.ml.points")
+
+
+def test_local_server_is_started_once_reused_and_stopped(tmp_path: Path) -> None:
+    env = {**os.environ, "UC_JUPYTER_HOME": str(tmp_path / "home")}
+    env.pop("UC_JUPYTER_SPARK_REMOTE", None)
+    count = "from uc_jupyter.tables import get_spark; print(get_spark(progress=lambda l: None).range(7).count())"
+    for _ in range(2):  # the second kernel finds the first one's server
+        out = subprocess.run([sys.executable, "-W", "ignore", "-c", count], env=env, capture_output=True, text=True)
+        assert out.stdout.strip() == "7", out.stderr[-2000:]
+    status = subprocess.run(
+        [sys.executable, "-m", "uc_jupyter.cli", "--json", "spark", "status"], env=env, capture_output=True, text=True
+    )
+    assert '"running": true' in status.stdout
+    stop = subprocess.run(
+        [sys.executable, "-m", "uc_jupyter.cli", "spark", "stop"], env=env, capture_output=True, text=True
+    )
+    assert stop.stdout.strip() == "stopped local Spark Connect server"
+    after = subprocess.run(
+        [sys.executable, "-m", "uc_jupyter.cli", "spark", "status"], env=env, capture_output=True, text=True
+    )
+    assert after.stdout.strip() == "no local Spark Connect server"
+
+
+def test_missing_java_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("UC_JUPYTER_HOME", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(SparkUnavailable, match="Java is needed for the local Spark Connect server: install Java 17"):
+        local_server(progress=lambda _line: None)
