@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
+from uc_jupyter.catalog import get_catalog
+from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.tables.spark import LocalServer, local_server, stop_local_server
 
 
@@ -39,3 +43,16 @@ def spark_remote(spark_server: LocalServer, monkeypatch: pytest.MonkeyPatch) -> 
     """Point UC_JUPYTER_SPARK_REMOTE at the session's server (the remote code path)."""
     monkeypatch.setenv("UC_JUPYTER_SPARK_REMOTE", spark_server.url)
     return spark_server.url
+
+
+@pytest.fixture
+def catalog(isolated_home: Path) -> LocalCatalog:
+    cat = get_catalog()
+    assert isinstance(cat, LocalCatalog)
+    cat.create_catalog("main")
+    cat.create_schema("main.ml")
+    cat.create_table(
+        "main.ml.points",  # 50 rows: id, x, tag
+        pa.table({"id": list(range(50)), "x": [i * 0.5 for i in range(50)], "tag": [f"t{i % 3}" for i in range(50)]}),
+    )
+    return cat

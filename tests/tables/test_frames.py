@@ -12,23 +12,10 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from uc_jupyter.catalog import NotFound, PermissionDenied, get_catalog
+from uc_jupyter.catalog import NotFound, PermissionDenied
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.tables import table, to_numpy, to_pandas
 from uc_jupyter.tables.spark import SparkUnavailable, local_server
-
-
-@pytest.fixture
-def catalog(isolated_home: Path) -> LocalCatalog:
-    cat = get_catalog()
-    assert isinstance(cat, LocalCatalog)
-    cat.create_catalog("main")
-    cat.create_schema("main.ml")
-    cat.create_table(
-        "main.ml.points",
-        pa.table({"id": list(range(50)), "x": [i * 0.5 for i in range(50)], "tag": [f"t{i % 3}" for i in range(50)]}),
-    )
-    return cat
 
 
 def test_table_round_trips_through_spark(catalog: LocalCatalog, spark_remote: str) -> None:

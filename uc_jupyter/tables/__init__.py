@@ -8,9 +8,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["get_spark", "read_arrow", "table", "to_numpy", "to_pandas"]
+__all__ = ["export_table", "get_spark", "load_hf_dataset", "read_arrow", "table", "to_numpy", "to_pandas"]
 
 _HOMES = {
+    "export_table": "uc_jupyter.tables.export",
+    "load_hf_dataset": "uc_jupyter.tables.export",
     "get_spark": "uc_jupyter.tables.spark",
     "read_arrow": "uc_jupyter.tables.delta",
     "table": "uc_jupyter.tables.frames",
