@@ -105,7 +105,7 @@ class UCTableDataset(PartitionedDataset):
     def _stream(self, positions: npt.NDArray[np.int64], counters: _Counters, stream: str) -> Iterator[Any]:
         table = self._snapshot_rows()
         for start in range(0, len(positions), self.batch_size):
-            chunk = table.take(pa.array(positions[start : start + self.batch_size]))
+            chunk = _rows_at(table, positions[start : start + self.batch_size])
             batch = _to_batch(chunk)
             self._count(counters, stream, delivered=chunk.num_rows, files=chunk.num_rows, bytes=chunk.nbytes)
             yield batch
@@ -146,6 +146,14 @@ class UCTableDataset(PartitionedDataset):
                 )
             self._table = table
         return self._table
+
+
+def _rows_at(table: pa.Table, positions: npt.NDArray[np.int64]) -> pa.Table:
+    """The rows at ``positions``: a zero-copy slice when they are consecutive, else a gather."""
+    first, count = int(positions[0]), len(positions)
+    if int(positions[-1]) - first == count - 1 and (count < 3 or bool(np.all(np.diff(positions) == 1))):
+        return table.slice(first, count)
+    return table.take(pa.array(positions))
 
 
 def _plain_types(table: pa.Table) -> pa.Table:
