@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from uc_jupyter.catalog import get_catalog
+from uc_jupyter.catalog.local import LocalCatalog
+
 ADMIN = "admin"
 
 
@@ -16,3 +19,13 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("UC_JUPYTER_PRINCIPAL", ADMIN)
     monkeypatch.delenv("UC_JUPYTER_SPARK_REMOTE", raising=False)
     return home
+
+
+@pytest.fixture
+def catalog(isolated_home: Path) -> LocalCatalog:
+    """The embedded catalog of this test's home, with catalog ``main`` and schema ``main.ml``."""
+    cat = get_catalog()
+    assert isinstance(cat, LocalCatalog)
+    cat.create_catalog("main")
+    cat.create_schema("main.ml")
+    return cat

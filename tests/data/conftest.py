@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from uc_jupyter.catalog import get_catalog
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.testing.s3_server import S3TestServer
 
@@ -28,15 +27,6 @@ def write_files(folder: Path, count: int, size: int = 100, prefix: str = "f", su
         path.write_bytes(content)
         written[relative] = content
     return written
-
-
-@pytest.fixture
-def catalog(isolated_home: Path) -> LocalCatalog:
-    cat = get_catalog()
-    assert isinstance(cat, LocalCatalog)
-    cat.create_catalog("main")
-    cat.create_schema("main.ml")
-    return cat
 
 
 @pytest.fixture(scope="session")

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from uc_jupyter.catalog import get_catalog
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.tables.spark import LocalServer, local_server, stop_local_server
 
@@ -46,13 +44,10 @@ def spark_remote(spark_server: LocalServer, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.fixture
-def catalog(isolated_home: Path) -> LocalCatalog:
-    cat = get_catalog()
-    assert isinstance(cat, LocalCatalog)
-    cat.create_catalog("main")
-    cat.create_schema("main.ml")
-    cat.create_table(
-        "main.ml.points",  # 50 rows: id, x, tag
+def catalog(catalog: LocalCatalog) -> LocalCatalog:
+    """The shared catalog fixture plus ``main.ml.points``: 50 rows of id, x, tag."""
+    catalog.create_table(
+        "main.ml.points",
         pa.table({"id": list(range(50)), "x": [i * 0.5 for i in range(50)], "tag": [f"t{i % 3}" for i in range(50)]}),
     )
-    return cat
+    return catalog

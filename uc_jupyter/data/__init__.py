@@ -8,8 +8,7 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from uc_jupyter.lazy import lazy_attributes
 
 __all__ = [
     "BatchTiming",
@@ -38,7 +37,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module 'uc_jupyter.data' has no attribute {name!r}")
+__getattr__ = lazy_attributes("uc_jupyter.data", _HOMES)

@@ -5,8 +5,7 @@ Attributes load lazily so ``import uc_jupyter.tables`` imports neither pyspark n
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from uc_jupyter.lazy import lazy_attributes
 
 __all__ = ["export_table", "get_spark", "load_hf_dataset", "read_arrow", "table", "to_numpy", "to_pandas"]
 
@@ -21,7 +20,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module 'uc_jupyter.tables' has no attribute {name!r}")
+__getattr__ = lazy_attributes("uc_jupyter.tables", _HOMES)
