@@ -127,10 +127,13 @@ def test_workers_report_their_shards_and_cache(s3_volume: Volume) -> None:
     loader.add_hook(lambda t: seen.append(t.worker))
     assert sum(len(b) for b in loader) == 30
     assert set(seen) == {0, 1}
-    depths: list[int] = []
-    for _ in loader:  # a second pass: the loop's samples carry how many batches are in the making
-        depths.append(loader.stats().samples[(0, -1)].queue_depth)
-    assert max(depths) > 0
+    depths: list[dict[tuple[int, int], int]] = []
+    for _ in loader:  # a second pass: the loop's samples carry how many batches each worker owes
+        stats = loader.stats()
+        depths.append(stats.queue_depths())
+        assert stats.samples[(0, -1)].queue_depth == sum(stats.queue_depths().values())
+    assert {key for d in depths for key in d} == {(0, 0), (0, 1)}
+    assert max(max(d.values()) for d in depths) > 0
     stats = settled(loader, lambda s: s.hits == 30)
     assert stats.worker_shard_sizes() == {(0, 0): 15, (0, 1): 15}
     assert stats.shard_sizes() == {0: 30}

@@ -170,7 +170,8 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         self._fetch.next_drain = now + 0.1
         if self._queue is not None:
             self._collector.drain(self._queue)
-        self._collector.offer(self._fetch.sample(self._rank, now, self._started, _outstanding(self._inner)))
+        depths = _outstanding(self._inner, self.num_workers)
+        self._collector.offer(self._fetch.sample(self._rank, now, self._started, depths))
         if self.num_workers == 0:
             own = _dataset_sample(self.dataset, self._rank, 0)
             if own is not None:
@@ -299,7 +300,7 @@ class _Accumulator:
             self._sums[2] += timing.compute_seconds
             self._sums[3] += timing.compute_seconds**2
 
-    def sample(self, rank: int, now: float, started: float, queue_depth: int) -> Sample:
+    def sample(self, rank: int, now: float, started: float, depths: tuple[int, ...]) -> Sample:
         self.seq += 1
         return Sample(
             rank=rank,
@@ -310,7 +311,8 @@ class _Accumulator:
             samples=self.samples,
             fetch=Histogram(tuple(self._fetch), self._sums[0], self._sums[1]),
             between=Histogram(tuple(self._between), self._sums[2], self._sums[3]),
-            queue_depth=queue_depth,
+            queue_depth=sum(depths),
+            worker_queue_depths=depths,
             started=started,
         )
 
@@ -429,10 +431,13 @@ def _next_worker(inner: Any) -> int | None:
     return int(task[0]) if task else None
 
 
-def _outstanding(inner: Any) -> int:
-    """Batches asked of the workers and not yet handed to the loop (prefetched or in the making)."""
-    info = getattr(inner, "_task_info", None)
-    return sum(1 for task in info.values() if len(task) == 1) if info else 0
+def _outstanding(inner: Any, workers: int) -> tuple[int, ...]:
+    """Per worker, batches asked of it and not yet handed to the loop (prefetched or in the making)."""
+    depths = [0] * workers
+    for task in (getattr(inner, "_task_info", None) or {}).values():
+        if len(task) == 1 and 0 <= task[0] < workers:  # (worker,) until the batch arrives
+            depths[task[0]] += 1
+    return tuple(depths)
 
 
 def _batch_len(batch: Any) -> int:

@@ -128,6 +128,7 @@ class Sample:
     padded: int = 0
     dropped: int = 0
     queue_depth: int = 0  # the loop's sample: batches requested from workers, not yet delivered
+    worker_queue_depths: tuple[int, ...] = ()  # the loop's sample: the same per worker
     cache_used_bytes: int = 0
     cache_max_bytes: int = 0
     started: float = 0.0  # when this producer began, for rates
@@ -221,6 +222,14 @@ class Snapshot:
 
     def worker_shard_sizes(self) -> dict[tuple[int, int], int]:
         return {k: s.shard_size for k, s in sorted(self.samples.items()) if s.worker != MAIN_WORKER}
+
+    def queue_depths(self) -> dict[tuple[int, int], int]:
+        """Batches each ``(rank, worker)`` has been asked for and not yet delivered."""
+        depths: dict[tuple[int, int], int] = {}
+        for s in self._all():
+            for worker, depth in enumerate(s.worker_queue_depths):
+                depths[(s.rank, worker)] = depth
+        return dict(sorted(depths.items()))
 
     def percentiles(self) -> dict[str, float]:
         fetch = self.fetch
