@@ -229,6 +229,7 @@ def run_demo(catalog: Catalog | None = None, out: Any = None) -> int:
     )
 
     _stream_images(cat, volume.path, say)
+    _tables_at_scale(cat, say)
 
     with cat.as_principal(DENIED_PRINCIPAL):
         visible = cat.resolve_volume_path(f"{volume.path}/labels.csv")
@@ -241,6 +242,23 @@ def run_demo(catalog: Catalog | None = None, out: Any = None) -> int:
             say(f"as {DENIED_PRINCIPAL}: unexpectedly allowed to read {TABLE}")
             return 1
     return 0
+
+
+def _tables_at_scale(cat: Catalog, say: Any) -> None:
+    """The table through Spark Connect (a local server, started once) and straight into PyTorch."""
+    from uc_jupyter.data import DataLoader, UCTableDataset
+    from uc_jupyter.tables import table
+
+    counts = table(TABLE, catalog=cat).groupBy("species").count().orderBy("species").collect()
+    say("Spark Connect: " + ", ".join(f"{row['species']} {row['count']}" for row in counts) + f" rows in {TABLE}")
+    rows = UCTableDataset(TABLE, columns=[*_FEATURES, "label"], batch_size=512, shuffle=True, catalog=cat)
+    loader = DataLoader(rows, batch_size=None, num_workers=2, multiprocessing_context="fork")
+    batches = list(loader)
+    say(
+        f"UCTableDataset {TABLE} (Delta version {rows.version}): {sum(len(b['label']) for b in batches)} rows "
+        f"in {len(batches)} batches of tensors from 2 workers; the local Spark server keeps running for "
+        "later kernels (uc-jupyter spark stop)"
+    )
 
 
 def _stream_images(cat: Catalog, path: str, say: Any) -> None:

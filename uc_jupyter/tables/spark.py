@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -57,6 +58,9 @@ class LocalServer:
 def get_spark(progress: Callable[[str], object] = print) -> SparkSession:
     """A Spark Connect session: to ``UC_JUPYTER_SPARK_REMOTE``, or to the local server (started
     when needed; ``progress`` gets one line while it starts, which takes seconds)."""
+    # PySpark 4.3 warns on every session that pandas >= 3 is untested; everything we use works
+    # (shared/ENVIRONMENT.md), so that one warning is silenced rather than repeated to users.
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
     from pyspark.sql import SparkSession
 
     remote = settings().spark_remote or local_server(progress=progress).url
