@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -13,6 +14,7 @@ import torch
 from uc_jupyter.catalog import NotFound, PermissionDenied
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.data import DataLoader, UCTableDataset
+from uc_jupyter.testing.deletion_vectors import delete_with_deletion_vector
 
 
 def rows(n: int, start: int = 0) -> pa.Table:
@@ -137,3 +139,16 @@ def test_spawned_workers_read_the_pinned_snapshot(table: str, catalog: LocalCata
     catalog.create_table(table, rows(3, start=500), mode="append")  # a later version: not read
     loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2, multiprocessing_context="spawn")
     assert sorted(ids(list(loader))) == list(range(23))
+
+
+def test_deletion_vectors_are_honoured(table: str, catalog: LocalCatalog) -> None:
+    import pyarrow.parquet as pq
+
+    location = catalog.get_table(table).storage_location.removeprefix("file://")
+    version = delete_with_deletion_vector(location, {0: [2, 5, 7, 20]})
+    raw = sum(pq.read_table(f).num_rows for f in Path(location).glob("*.parquet"))
+    assert raw == 23  # the rows are still in the file: only the log says they are gone
+    dataset = UCTableDataset(table, batch_size=100)
+    assert dataset.version == version
+    assert ids(list(dataset)) == [i for i in range(23) if i not in (2, 5, 7, 20)]
+    assert len(UCTableDataset(table, batch_size=100, version=version - 1)) == 23

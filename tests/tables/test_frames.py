@@ -16,6 +16,7 @@ from uc_jupyter.catalog import NotFound, PermissionDenied
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.tables import table, to_numpy, to_pandas
 from uc_jupyter.tables.spark import SparkUnavailable, local_server
+from uc_jupyter.testing.deletion_vectors import delete_with_deletion_vector
 
 
 def test_table_round_trips_through_spark(catalog: LocalCatalog, spark_remote: str) -> None:
@@ -75,3 +76,11 @@ def test_missing_java_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.delenv("JAVA_HOME", raising=False)
     with pytest.raises(SparkUnavailable, match="Java is needed for the local Spark Connect server: install Java 17"):
         local_server(progress=lambda _line: None)
+
+
+def test_deletion_vectors_are_honoured_by_spark(catalog: LocalCatalog, spark_remote: str) -> None:
+    location = catalog.get_table("main.ml.points").storage_location.removeprefix("file://")
+    delete_with_deletion_vector(location, {0: [0, 10, 49]})
+    ids = sorted(row["id"] for row in table("main.ml.points").select("id").collect())
+    assert ids == [i for i in range(50) if i not in (0, 10, 49)]
+    assert table("main.ml.points", version=0).count() == 50
