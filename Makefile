@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PIP_NO_INPUT := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean java
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "uc_jupyter needs Python >= 3.10; set PYTHON=/path/to/python3.x")'
@@ -16,7 +16,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
-demo: $(STAMP)
+# Spark Connect (tables) needs Java 17; as root on a fresh Debian machine it is installed here.
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; \
+	  else echo "Java 17 is needed for Spark Connect: install openjdk-17-jre-headless"; exit 1; fi; }
+
+demo: $(STAMP) java
 	$(VENV)/bin/uc-jupyter demo init
 	$(PY) -m uc_jupyter.demo
 
@@ -25,7 +32,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: lint
+test: lint java
 	$(VENV)/bin/pytest
 
 bench: $(STAMP)
