@@ -84,3 +84,14 @@ def test_deletion_vectors_are_honoured_by_spark(catalog: LocalCatalog, spark_rem
     ids = sorted(row["id"] for row in table("main.ml.points").select("id").collect())
     assert ids == [i for i in range(50) if i not in (0, 10, 49)]
     assert table("main.ml.points", version=0).count() == 50
+
+
+def test_a_missing_column_fails_where_it_is_named(catalog: LocalCatalog, spark_remote: str) -> None:
+    from pyspark.errors import AnalysisException
+
+    frame = table("main.ml.points")
+    with pytest.raises(AnalysisException, match="nope"):
+        frame.select("id", "nope")
+    with pytest.raises(AnalysisException, match="missing"):
+        frame.where("id > 3").select("x").filter("missing > 1")
+    assert frame.select("id").where("id < 3").count() == 3  # chains of valid calls still work

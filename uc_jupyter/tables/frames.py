@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -58,8 +59,7 @@ def table(
         .option("storage_options", json.dumps(resolved.storage_options or {}))
         .load()
     )
-    frame.schema  # noqa: B018 - analyse now: errors surface at table(), not at the first action
-    return frame
+    return _checked(frame)
 
 
 def to_pandas(frame: DataFrame) -> pd.DataFrame:
@@ -70,6 +70,36 @@ def to_pandas(frame: DataFrame) -> pd.DataFrame:
 def to_numpy(frame: DataFrame) -> np.ndarray[Any, Any]:
     """The frame's rows as one NumPy array (numeric columns give a numeric dtype)."""
     return to_pandas(frame).to_numpy()
+
+
+_CHECKED: dict[str, type] = {}
+
+
+def _checked(frame: DataFrame) -> DataFrame:
+    """``frame``, analysed now, whose ``select``/``filter``/``where``/``withColumn`` results are
+    analysed at once too: a missing column fails at the call that names it, not at the first
+    action (Spark Connect defers analysis otherwise)."""
+    # An analysis round trip; not .schema, which pyspark copies from the parent for filters.
+    frame.isStreaming  # noqa: B018
+    cls = _CHECKED.get("class")
+    if cls is None:
+        base = type(frame)
+
+        def checking(name: str) -> Any:
+            method = getattr(base, name)
+
+            def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+                return _checked(method(self, *args, **kwargs))
+
+            call.__name__, call.__doc__ = name, method.__doc__
+            return call
+
+        names = ("select", "selectExpr", "filter", "where", "withColumn", "withColumns", "drop", "orderBy", "sort")
+        cls = type("CheckedDataFrame", (base,), {name: checking(name) for name in names})
+        _CHECKED["class"] = cls
+    with contextlib.suppress(TypeError):  # an implementation that forbids it: unchecked, still working
+        frame.__class__ = cls
+    return frame
 
 
 def _register(session: SparkSession) -> None:
