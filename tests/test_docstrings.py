@@ -7,7 +7,7 @@ from types import ModuleType
 
 import pytest
 
-from uc_jupyter import lazy, processes
+from uc_jupyter import errors, lazy, processes
 from uc_jupyter.catalog import names, privileges, storage
 from uc_jupyter.data import partition, stream
 from uc_jupyter.telemetry import collector, model, producer, reporter
@@ -15,7 +15,7 @@ from uc_jupyter.telemetry import collector, model, producer, reporter
 
 @pytest.mark.parametrize(
     "module",
-    [names, privileges, storage, partition, stream, model, reporter, collector, producer, lazy, processes],
+    [names, privileges, storage, partition, stream, model, reporter, collector, producer, lazy, processes, errors],
     ids=lambda m: m.__name__,
 )
 def test_docstring_examples(module: ModuleType) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 import warnings
 from collections.abc import Callable
@@ -18,6 +17,7 @@ import torch.utils.data
 import uc_jupyter.data.loader as loader_module
 from uc_jupyter.data import DataLoader, UCVolumeDataset
 from uc_jupyter.data.loader import BatchTiming
+from uc_jupyter.processes import free_port
 from uc_jupyter.telemetry.mlflow_sink import metric_names
 from uc_jupyter.telemetry.model import Snapshot
 
@@ -200,12 +200,6 @@ def _rank_main(rank: int, port: int, run_id: str, home: str, path: str, batch_si
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.parametrize("batch_sizes", [[4, 4], [4, 5]], ids=["same", "mismatch"])
 def test_two_gloo_ranks_log_into_one_parent_run(
     tracking: Any, s3_volume: Volume, isolated_home: Path, tmp_path: Path, batch_sizes: list[int]
@@ -215,7 +209,7 @@ def test_two_gloo_ranks_log_into_one_parent_run(
     with tracking.start_run() as run:
         torch.multiprocessing.spawn(
             _rank_main,
-            args=(_free_port(), run.info.run_id, str(isolated_home), path, batch_sizes, str(tmp_path)),
+            args=(free_port(), run.info.run_id, str(isolated_home), path, batch_sizes, str(tmp_path)),
             nprocs=2,
         )
     results = [Path(tmp_path, f"rank{r}").read_text() for r in (0, 1)]

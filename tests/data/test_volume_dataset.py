@@ -18,6 +18,7 @@ from uc_jupyter.catalog import InvalidName, NotFound, PermissionDenied
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.data import UCVolumeDataset
 from uc_jupyter.data.remote import RetryPolicy, VolumeReadError
+from uc_jupyter.processes import free_port
 from uc_jupyter.testing.s3_server import S3TestServer
 
 from .conftest import write_files
@@ -317,16 +318,13 @@ def test_the_budget_is_never_crossed_and_epoch_two_refetches_at_most_sixty_perce
 
 def test_a_volume_on_moto_reads_like_any_s3(catalog: LocalCatalog, tmp_path: Path) -> None:
     """The same code against an independent S3 implementation (moto's server)."""
-    import socket
     import subprocess
     import sys
     import time
 
     import s3fs
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,

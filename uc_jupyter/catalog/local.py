@@ -65,6 +65,7 @@ from uc_jupyter.catalog.privileges import (
     validate_principal,
     visible,
 )
+from uc_jupyter.errors import first_line
 from uc_jupyter.sqlite_store import SqliteStore
 
 if TYPE_CHECKING:
@@ -743,13 +744,9 @@ def _write_delta(name: SecurableName, location: str, table: pa.Table, mode: Writ
             storage_options=options or None,
         )
     except SchemaMismatchError as exc:
-        raise ValueError(f"table {name}: the data's columns do not match the table's: {_first_line(exc)}") from exc
+        raise ValueError(f"table {name}: the data's columns do not match the table's: {first_line(exc)}") from exc
     except Exception as exc:  # deltalake raises bare Exceptions with Rust backtraces for many causes
-        raise CatalogError(f"table {name}: writing Delta files failed: {_first_line(exc)}") from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise CatalogError(f"table {name}: writing Delta files failed: {first_line(exc)}") from exc
 
 
 def _delta_exists(location: str, options: dict[str, str] | None) -> bool:

@@ -29,6 +29,7 @@ from uc_jupyter.catalog.storage import delta_uri
 from uc_jupyter.data.partition import OnUneven
 from uc_jupyter.data.stats import DatasetStats
 from uc_jupyter.data.stream import PartitionedDataset, _Counters
+from uc_jupyter.errors import first_line
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -124,15 +125,13 @@ class UCTableDataset(PartitionedDataset):
         try:
             return DeltaTable(self._location, version=version, storage_options=self._options)
         except Exception as exc:  # deltalake raises bare exceptions with multi-line text
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ValueError(f"table {self.name}: cannot open version {version}: {first}") from exc
+            raise ValueError(f"table {self.name}: cannot open version {version}: {first_line(exc)}") from exc
 
     def _read(self, snapshot: DeltaTable, columns: list[str]) -> pa.Table:
         try:
             reader = snapshot.scan(columns=columns, predicate=self.filter)
         except Exception as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ValueError(f"table {self.name}: cannot apply filter {self.filter!r}: {first}") from exc
+            raise ValueError(f"table {self.name}: cannot apply filter {self.filter!r}: {first_line(exc)}") from exc
         return _plain_types(pa.RecordBatchReader.from_stream(reader).read_all())
 
     def _snapshot_rows(self) -> pa.Table:

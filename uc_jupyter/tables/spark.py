@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from uc_jupyter.config import settings
-from uc_jupyter.processes import alive
+from uc_jupyter.processes import alive, free_port
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -85,7 +85,7 @@ def local_server(progress: Callable[[str], object] = print) -> LocalServer:
                 "Java is needed for the local Spark Connect server: install Java 17 "
                 "(apt-get install -y openjdk-17-jre-headless) or set UC_JUPYTER_SPARK_REMOTE=sc://host:port"
             )
-        port = _free_port()
+        port = free_port()
         log_dir = folder / "logs"
         progress(f"starting a local Spark Connect server on 127.0.0.1:{port} (log: {log_dir}) ...")
         subprocess.run(
@@ -206,12 +206,6 @@ def _java_path() -> str:
     path = os.environ.get("PATH", "")
     java_home = os.environ.get("JAVA_HOME")
     return f"{java_home}/bin:{path}" if java_home else path
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextlib.contextmanager
