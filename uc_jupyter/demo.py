@@ -230,6 +230,7 @@ def run_demo(catalog: Catalog | None = None, out: Any = None) -> int:
 
     _stream_images(cat, volume.path, say)
     _tables_at_scale(cat, say)
+    _train_on_ranks(say)
 
     with cat.as_principal(DENIED_PRINCIPAL):
         visible = cat.resolve_volume_path(f"{volume.path}/labels.csv")
@@ -259,6 +260,49 @@ def _tables_at_scale(cat: Catalog, say: Any) -> None:
         f"in {len(batches)} batches of tensors from 2 workers; the local Spark server keeps running for "
         "later kernels (uc-jupyter spark stop)"
     )
+
+
+def _train_on_ranks(say: Any) -> None:
+    """Data-parallel training of a linear classifier on 2 ranks (CPU ranks with gloo without GPUs)."""
+    import warnings
+
+    from uc_jupyter.distributed import distributed, shutdown_shared_pool
+
+    with warnings.catch_warnings():  # the demo says itself that these are CPU ranks
+        warnings.simplefilter("ignore")
+        results = distributed(gpus=2)(_train_linear).distributed(epochs=5)
+    shutdown_shared_pool()
+    for rank, rows, accuracy in results:
+        say(f"  rank {rank}: trained on {rows} rows of its own shard, accuracy {accuracy:.2f}")
+    say(f"@distributed(gpus=2): {len(results)} ranks trained one DistributedDataParallel model on {TABLE}")
+
+
+def _train_linear(epochs: int) -> tuple[int, int, float]:
+    """Runs on every rank: each reads its own rows of the table and DDP averages the gradients."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from uc_jupyter.data import DataLoader, UCTableDataset
+
+    rows = UCTableDataset(TABLE, columns=[*_FEATURES, "label"], batch_size=128, shuffle=True)
+    model = DistributedDataParallel(torch.nn.Sequential(torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 3)))
+    optimiser = torch.optim.SGD(model.parameters(), lr=0.5)
+    seen = correct = 0
+    for epoch in range(epochs):
+        rows.set_epoch(epoch)
+        seen = correct = 0
+        for batch in DataLoader(rows, batch_size=None, num_workers=0, mlflow=False):
+            features = torch.stack([batch[name].float() for name in _FEATURES], dim=1)
+            labels = batch["label"].long()
+            logits = model(features)
+            loss = torch.nn.functional.cross_entropy(logits, labels)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            seen += len(labels)
+            correct += int((logits.argmax(dim=1) == labels).sum())
+    return dist.get_rank(), seen, correct / max(seen, 1)
 
 
 def _stream_images(cat: Catalog, path: str, say: Any) -> None:

@@ -33,7 +33,7 @@ import torch.utils.data
 
 from uc_jupyter.data.grid import current_rank, stream_name
 from uc_jupyter.data.partition import Grid
-from uc_jupyter.telemetry import producer
+from uc_jupyter.telemetry import producer, uplink
 from uc_jupyter.telemetry.collector import Collector
 from uc_jupyter.telemetry.mlflow_sink import MlflowSink
 from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot
@@ -176,6 +176,8 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
             own = _dataset_sample(self.dataset, self._rank, 0)
             if own is not None:
                 self._collector.offer(own)
+        if uplink.installed():  # inside a rank pool: the kernel's dashboards see this rank too
+            uplink.forward(self._collector.snapshot().samples.values())
         return True
 
     # ---------------------------------------------------------------- hooks and stats

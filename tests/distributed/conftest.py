@@ -1,0 +1,63 @@
+"""Rank pools for the distributed tests, and a check after every test that no rank outlives its pool."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+from uc_jupyter.distributed.pool import RankPool, current_shared_pool, shutdown_shared_pool
+
+KEPT: list[RankPool] = []  # pools that live across the tests of a module
+
+
+def rank_processes() -> set[int]:
+    """Pids of rank processes descending from this test process."""
+    found = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "uc_jupyter.distributed._worker" in " ".join(child.cmdline()) and child.status() != "zombie":
+                found.add(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def pool_pids(pool: RankPool) -> set[int]:
+    return {info.pid for info in pool.status().ranks}
+
+
+def wait_until_gone(pids: set[int], within: float = 10.0) -> set[int]:
+    """The pids still alive after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        alive = {pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"}
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[RankPool]:
+    """Two CPU ranks shared by a module's tests (start-up is paid once, as in a notebook)."""
+    shared = RankPool(2, devices="cpu", stop_grace=2.0)
+    shared.start()
+    KEPT.append(shared)
+    yield shared
+    KEPT.remove(shared)
+    pids = pool_pids(shared)
+    shared.shutdown()
+    assert not wait_until_gone(pids), "ranks outlived shutdown()"
+
+
+@pytest.fixture(autouse=True)
+def no_orphans() -> Iterator[None]:
+    """After each test, the only rank processes left are those of the pools kept for the module."""
+    yield
+    if (shared := current_shared_pool()) is not None and shared not in KEPT:
+        shutdown_shared_pool()
+    kept = set().union(*(pool_pids(p) for p in KEPT)) if KEPT else set()
+    leftover = wait_until_gone(rank_processes() - kept)
+    assert not leftover, f"rank processes left behind: {sorted(leftover)}"

@@ -1,0 +1,711 @@
+"""A persistent pool of rank processes with ``torch.distributed`` ready: the engine behind
+``@distributed`` and ``%%uc_distributed``.
+
+``RankPool(n)`` *spawns* ``n`` processes (a kernel with live threads or CUDA must never fork), gives
+each the torchrun environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``,
+``MASTER_ADDR=127.0.0.1``, a free ``MASTER_PORT`` unless one is set) and initialises the process group
+(nccl when every rank has a GPU, gloo otherwise) through c10d's TCP rendezvous. Start-up is paid once;
+later calls reuse the ranks.
+
+Each call runs on every rank. Output streams back live, line by line, prefixed ``[rank N]``, on one
+ordered channel per rank that also carries DataLoader telemetry (into :attr:`RankPool.collector`) and
+the reply. If a rank raises, the others get a moment to finish, are then interrupted, and ranks that
+still do not answer (stuck in a collective) are killed; the next call starts a fresh pool. A rank that
+dies is reported at once with how it died. Ctrl-C reaches every rank. Ranks end themselves when the
+kernel goes away, however it goes.
+
+Several machines (``nodes=k``) are designed for but not built: the rendezvous is c10d's (``env://``
+with ``MASTER_ADDR``/``MASTER_PORT``), so a multi-node pool will start ``n / k`` ranks per host through a
+per-host launcher that dials back to the kernel, with ``MASTER_ADDR`` set to the kernel host's address
+and ``RANK = node * local_world_size + local_rank``; the channel protocol stays the same over TCP.
+
+Example:
+    >>> with RankPool(2, devices="cpu") as pool:                        # doctest: +SKIP
+    ...     pool.run(lambda: __import__("torch.distributed").distributed.get_rank())
+    [0, 1]
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import math
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from uc_jupyter.distributed.errors import (
+    RankDied,
+    RankError,
+    RankStartError,
+    RankTimeout,
+    RemoteFailure,
+    describe_exit,
+)
+from uc_jupyter.distributed.payload import DEFAULT_LIMIT, pack, source_map, unpack
+from uc_jupyter.distributed.protocol import (
+    Call,
+    CallKind,
+    Channel,
+    Output,
+    Ready,
+    Reply,
+    StartFailed,
+    Stop,
+    Telemetry,
+)
+from uc_jupyter.processes import free_port
+from uc_jupyter.telemetry.collector import Collector
+
+__all__ = ["OutputWriter", "PoolStatus", "RankInfo", "RankPool", "shared_pool", "shutdown_shared_pool"]
+
+Devices = Literal["auto", "cpu", "cuda"]
+Backend = Literal["auto", "gloo", "nccl"]
+OutputWriter = Callable[[int, str, str], None]  # (rank, "stdout" | "stderr", text)
+
+_FAILURE_GRACE = 1.0  # after one rank fails, how long the others may still finish on their own
+_POLL = 0.05
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    rank: int
+    pid: int
+    device: str
+    alive: bool
+
+
+@dataclass(frozen=True)
+class PoolStatus:
+    """What ``RankPool.status()`` reports (and the JupyterLab status item shows)."""
+
+    size: int
+    state: Literal["stopped", "idle", "busy"]
+    devices: str
+    backend: str
+    master_port: int | None
+    ranks: tuple[RankInfo, ...]
+
+
+def print_output(rank: int, stream: str, text: str) -> None:
+    """The default output writer: each line to the kernel's stdout/stderr, prefixed ``[rank N]``."""
+    target = sys.stderr if stream == "stderr" else sys.stdout
+    target.write("".join(f"[rank {rank}] {line}" for line in text.splitlines(keepends=True)))
+    target.flush()
+
+
+@dataclass
+class _Exited:
+    """Posted by a reader thread when its rank's channel closed (the process ended)."""
+
+    returncode: int | None
+
+
+@dataclass
+class _RankProcess:
+    rank: int
+    process: subprocess.Popen[bytes]
+    channel: Channel
+    log: Path
+    reader: threading.Thread | None = None
+    device: str = "?"
+
+    def signal(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.process.pid, signum)
+
+    def kill_group(self) -> None:
+        """The rank is a session leader: its own children (DataLoader workers) go with it."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+    def log_tail(self, lines: int = 15) -> str:
+        with contextlib.suppress(OSError):
+            return "".join(self.log.read_text(errors="replace").splitlines(keepends=True)[-lines:])
+        return ""
+
+
+class _Generation:
+    """One start of the pool: its processes, their inbox, the port they rendezvoused on."""
+
+    def __init__(self, port: int, devices: str, backend: str) -> None:
+        self.port = port
+        self.devices = devices
+        self.backend = backend
+        self.ranks: list[_RankProcess] = []
+        self.inbox: queue.Queue[tuple[int, object]] = queue.Queue()
+        self.logs = Path(tempfile.mkdtemp(prefix="uc-jupyter-ranks-"))
+
+    def kill(self) -> None:
+        for handle in self.ranks:
+            handle.kill_group()
+        self._reap(5.0)
+
+    def stop(self, timeout: float) -> None:
+        for handle in self.ranks:
+            with contextlib.suppress(OSError):
+                handle.channel.send(Stop())
+        deadline = time.monotonic() + timeout
+        for handle in self.ranks:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                handle.process.wait(max(0.0, deadline - time.monotonic()))
+        self.kill()  # whatever did not leave in time (and the ranks' own children)
+
+    def _reap(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for handle in self.ranks:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                handle.process.wait(max(0.0, deadline - time.monotonic()))
+            if handle.reader is not None:
+                handle.reader.join(max(0.0, deadline - time.monotonic()))
+            handle.channel.close()
+        shutil.rmtree(self.logs, ignore_errors=True)
+
+
+class _Outcome:
+    """What came back from one call on every rank."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.replies: dict[int, Reply] = {}
+        self.died: dict[int, int | None] = {}
+        self.killed: tuple[int, ...] = ()
+        self.tails: dict[int, str] = {}  # the log's last lines of a rank that died
+        self.reason: Literal["failure", "died", "timeout", "interrupt"] | None = None
+
+    @property
+    def pending(self) -> list[int]:
+        return [r for r in range(self.size) if r not in self.replies and r not in self.died]
+
+
+class RankPool:
+    """``n`` rank processes with ``torch.distributed`` initialised, reused across calls.
+
+    Args:
+        n: number of ranks.
+        devices: ``"cuda"`` (one GPU per rank), ``"cpu"``, or ``"auto"`` (GPUs when there is one for
+            every rank, else CPU).
+        backend: ``"nccl"``, ``"gloo"`` or ``"auto"`` (nccl on GPUs, gloo on CPU).
+        nodes: machines to spread the ranks over; only 1 is built so far (see the module docs).
+        timeout: default bound, in seconds, on every call (None: no bound).
+        start_timeout: how long the ranks may take to start and rendezvous.
+        stop_grace: after an interrupt, a timeout or a failure, how long ranks may take to stop before
+            they are killed.
+        max_payload_bytes: the largest function + captures + arguments to ship (None: no limit).
+        output: where rank output goes, ``output(rank, stream, text)``; prints ``[rank N] line`` by default.
+
+    Example:
+        >>> pool = RankPool(2, devices="cpu")                                 # doctest: +SKIP
+        >>> pool.execute("import torch; t = torch.ones(1) * rank")            # doctest: +SKIP
+        >>> pool.execute("torch.distributed.all_reduce(t); t.item()")        # doctest: +SKIP
+        [1.0, 1.0]
+        >>> pool.shutdown()                                                   # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        n: int,
+        *,
+        devices: Devices = "auto",
+        backend: Backend = "auto",
+        nodes: int = 1,
+        timeout: float | None = None,
+        start_timeout: float = 120.0,
+        stop_grace: float = 3.0,
+        max_payload_bytes: int | None = DEFAULT_LIMIT,
+        output: OutputWriter | None = None,
+    ) -> None:
+        self.size = _count(n, "n")
+        if devices not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"devices must be 'auto', 'cpu' or 'cuda', got {devices!r}")
+        if backend not in ("auto", "gloo", "nccl"):
+            raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', got {backend!r}")
+        if _count(nodes, "nodes") != 1:
+            raise ValueError(
+                f"nodes={nodes}: pools spanning several machines are not built yet; use nodes=1 "
+                "(all ranks on this machine), or torchrun on each host"
+            )
+        self.devices: Devices = devices
+        self.backend: Backend = backend
+        self.timeout = _seconds(timeout, "timeout")
+        self.start_timeout = _seconds(start_timeout, "start_timeout") or 120.0
+        self.stop_grace = _seconds(stop_grace, "stop_grace") or 0.0
+        self.max_payload_bytes = max_payload_bytes
+        self.output: OutputWriter = output or print_output
+        self.collector = Collector()
+        self._generation: _Generation | None = None
+        self._lock = threading.RLock()
+        self._busy = False
+        self._ids = itertools.count(1)
+        _live_pools.add(self)
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        """Start the ranks now (calls start them on first use anyway)."""
+        with self._lock:
+            if self._generation is None:
+                self._generation = self._launch_with_retries()
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop every rank (and its children); waits up to ``timeout`` seconds, then kills."""
+        with self._lock:
+            generation, self._generation = self._generation, None
+        if generation is not None:
+            generation.stop(timeout)
+
+    def restart(self) -> None:
+        """A fresh set of ranks (namespaces and process group start over)."""
+        self.shutdown()
+        self.start()
+
+    def status(self) -> PoolStatus:
+        generation = self._generation
+        if generation is None:
+            return PoolStatus(self.size, "stopped", self.devices, self.backend, None, ())
+        ranks = tuple(RankInfo(h.rank, h.process.pid, h.device, h.process.poll() is None) for h in generation.ranks)
+        state: Literal["idle", "busy"] = "busy" if self._busy else "idle"
+        return PoolStatus(self.size, state, generation.devices, generation.backend, generation.port, ranks)
+
+    def __enter__(self) -> RankPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # ---------------------------------------------------------------- calls
+    def run(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> list[Any]:
+        """``fn(*args, **kwargs)`` on every rank; the results in rank order."""
+        return self.call(fn, args, kwargs)
+
+    def call(
+        self,
+        fn: Callable[..., Any],
+        args: Iterable[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        show: Iterable[int] | Literal["all"] | None = None,
+    ) -> list[Any]:
+        """Like :meth:`run`, with this call's ``timeout`` and the ranks whose output to ``show``."""
+        if not callable(fn):
+            raise TypeError(f"RankPool.run needs a function, got {type(fn).__name__}")
+        payload = pack((fn, tuple(args), dict(kwargs or {}), source_map(fn)), limit=self.max_payload_bytes, what=fn)
+        return self._call("run", payload, timeout, show)
+
+    def execute(
+        self,
+        source: str,
+        *,
+        timeout: float | None = None,
+        show: Iterable[int] | Literal["all"] | None = None,
+    ) -> list[Any]:
+        """Run cell ``source`` in each rank's persistent namespace (seeded with ``rank``,
+        ``world_size``, ``local_rank``, ``device``); the value of a final expression per rank."""
+        if not isinstance(source, str):
+            raise TypeError(f"execute needs cell source as a str, got {type(source).__name__}")
+        compile(source, "<cell>", "exec")  # a syntax error is the caller's, before any rank runs
+        return self._call("execute", pack(source), timeout, show)
+
+    def push(self, values: Mapping[str, Any]) -> None:
+        """Bind ``values`` (name -> object) in every rank's namespace."""
+        bad = [name for name in values if not (isinstance(name, str) and name.isidentifier())]
+        if bad:
+            raise ValueError(f"cannot push {bad[0]!r}: names must be Python identifiers")
+        self._call("push", pack(dict(values), limit=self.max_payload_bytes, what="the pushed variables"), None, None)
+
+    def pull(self, *names: str) -> dict[str, list[Any]]:
+        """``{name: [value on rank 0, value on rank 1, ...]}`` from the ranks' namespaces."""
+        per_rank = self._call("pull", pack(tuple(names)), None, None)
+        return {name: [values[i] for values in per_rank] for i, name in enumerate(names)}
+
+    # ---------------------------------------------------------------- the engine
+    def _call(
+        self, kind: CallKind, payload: bytes, timeout: float | None, show: Iterable[int] | str | None
+    ) -> list[Any]:
+        shown = self._shown(show)
+        limit = _seconds(timeout, "timeout") if timeout is not None else self.timeout
+        with self._lock:
+            if self._generation is None:
+                self._generation = self._launch_with_retries()
+            generation = self._generation
+            call_id = next(self._ids)
+            self._busy = True
+            try:
+                for handle in generation.ranks:
+                    with contextlib.suppress(OSError):  # a dead rank shows up as _Exited below
+                        handle.channel.send(Call(call_id=call_id, kind=kind, payload=payload))
+                outcome = self._collect(generation, call_id, limit, shown)
+            finally:
+                self._busy = False
+            if outcome.killed or outcome.died:
+                self._generation = None  # the process group is broken: the next call starts afresh
+        return self._results(outcome, limit)
+
+    def _collect(self, generation: _Generation, call_id: int, timeout: float | None, shown: set[int]) -> _Outcome:
+        outcome = _Outcome(self.size)
+        deadline = time.monotonic() + timeout if timeout is not None else math.inf
+        first_failure: float | None = None
+        kill_at = math.inf
+        next_poll = 0.0
+
+        def stop(reason: Literal["failure", "died", "timeout", "interrupt"]) -> None:
+            nonlocal kill_at
+            outcome.reason = reason
+            for rank in outcome.pending:
+                generation.ranks[rank].signal(signal.SIGINT)
+            kill_at = time.monotonic() + self.stop_grace
+
+        while outcome.pending:
+            try:
+                now = time.monotonic()
+                if outcome.reason is None and now >= deadline:
+                    stop("timeout")
+                elif outcome.reason is None and first_failure is not None and now >= first_failure + _FAILURE_GRACE:
+                    stop("failure")
+                if now >= kill_at:
+                    outcome.killed = tuple(outcome.pending)
+                    break
+                if now >= next_poll:  # a rank's children can hold its channel open after it died
+                    next_poll = now + 0.5
+                    for rank in outcome.pending:
+                        returncode = generation.ranks[rank].process.poll()
+                        if returncode is not None:
+                            self._died(outcome, generation, rank, returncode, stop)
+                    continue
+                try:
+                    rank, message = generation.inbox.get(timeout=_POLL)
+                except queue.Empty:
+                    continue
+                if isinstance(message, Output):
+                    self._write(rank, message, shown)
+                elif isinstance(message, Reply) and message.call_id == call_id:
+                    outcome.replies[rank] = message
+                    if message.failure is not None and first_failure is None:
+                        first_failure = now
+                elif isinstance(message, _Exited) and rank in outcome.pending:
+                    self._died(outcome, generation, rank, message.returncode, stop)
+            except KeyboardInterrupt:
+                if outcome.reason == "interrupt":  # a second Ctrl-C: do not wait any longer
+                    kill_at = 0.0
+                else:
+                    stop("interrupt")
+        if outcome.died or outcome.killed:
+            generation.kill()
+        self._drain(generation, shown)  # output that raced a kill
+        return outcome
+
+    def _died(
+        self,
+        outcome: _Outcome,
+        generation: _Generation,
+        rank: int,
+        returncode: int | None,
+        stop: Callable[[Literal["died"]], None],
+    ) -> None:
+        handle = generation.ranks[rank]
+        handle.kill_group()  # its children go too
+        outcome.died[rank] = returncode
+        outcome.tails[rank] = handle.log_tail()
+        if outcome.reason in (None, "failure"):
+            stop("died")
+
+    def _results(self, outcome: _Outcome, timeout: float | None) -> list[Any]:
+        if outcome.reason == "interrupt":
+            raise KeyboardInterrupt
+        failures = [
+            reply.failure
+            for reply in outcome.replies.values()
+            if reply.failure is not None
+            and not (outcome.reason is not None and reply.failure.type_name == "builtins.KeyboardInterrupt")
+        ]
+        restarted = ", so the pool was stopped (the next call starts a fresh one)" if outcome.killed else ""
+        if outcome.reason == "timeout":
+            still = sorted(set(outcome.pending) | set(outcome.killed) | self._stopped(outcome))
+            raise RankTimeout(
+                failures,
+                world_size=self.size,
+                summary=f"the call ran past timeout={timeout:g} s; ranks {_listing(still)} were stopped{restarted}",
+            )
+        if outcome.died:
+            deaths = [
+                RemoteFailure(rank, "RankDied", f"died: its process {describe_exit(code)}", outcome.tails.get(rank, ""))
+                for rank, code in sorted(outcome.died.items())
+            ]
+            summary = "; ".join(f"rank {d.rank} {d.message}" for d in deaths)
+            raise RankDied([*deaths, *failures], world_size=self.size, summary=f"{summary}; the pool was stopped")
+        if failures:
+            error = RankError(failures, world_size=self.size)
+            if outcome.killed:
+                error = RankError(
+                    failures,
+                    world_size=self.size,
+                    summary=f"{error}; ranks {_listing(outcome.killed)} did not stop{restarted}",
+                )
+            original = failures[0].original() if len(failures) == 1 else None
+            if original is not None and hasattr(original, "add_note"):
+                original.add_note(f"{error}; its traceback there:\n{error.remote_tracebacks()}")
+                original.rank_error = error  # type: ignore[attr-defined]
+                raise original
+            raise error
+        values = []
+        for rank in range(self.size):
+            try:
+                values.append(unpack(outcome.replies[rank].value or b""))
+            except Exception as exc:
+                raise RankError(
+                    [RemoteFailure(rank, type(exc).__qualname__, str(exc), "")],
+                    world_size=self.size,
+                    summary=f"rank {rank}'s result cannot be unpickled here ({type(exc).__name__}: {exc}); "
+                    "return plain data (numbers, lists, arrays, tensors, state dicts)",
+                ) from None
+        return values
+
+    def _stopped(self, outcome: _Outcome) -> set[int]:
+        """Ranks that answered an interrupt of ours with KeyboardInterrupt."""
+        return {
+            rank
+            for rank, reply in outcome.replies.items()
+            if reply.failure is not None and reply.failure.type_name == "builtins.KeyboardInterrupt"
+        }
+
+    def _write(self, rank: int, message: Output, shown: set[int]) -> None:
+        if rank in shown:
+            self.output(rank, message.stream, message.text)
+
+    def _drain(self, generation: _Generation, shown: set[int]) -> None:
+        while True:
+            try:
+                rank, message = generation.inbox.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(message, Output):
+                self._write(rank, message, shown)
+
+    def _shown(self, show: Iterable[int] | str | None) -> set[int]:
+        if show is None or show == "all":
+            return set(range(self.size))
+        if isinstance(show, str):
+            raise ValueError(f"show must be 'all' or a list of ranks, got {show!r}")
+        ranks = set()
+        for rank in show:
+            if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < self.size:
+                raise ValueError(f"show: rank {rank!r} is not one of this pool's ranks 0..{self.size - 1}")
+            ranks.add(rank)
+        return ranks
+
+    # ---------------------------------------------------------------- start-up
+    def _launch_with_retries(self) -> _Generation:
+        devices, backend = _plan(self.size, self.devices, self.backend)
+        chosen = os.environ.get("MASTER_PORT")
+        attempts = 1 if chosen else 3  # a free port can be taken before rank 0 binds it: pick another
+        for attempt in range(attempts):
+            port = int(chosen) if chosen else free_port()
+            try:
+                return self._launch(port, devices, backend)
+            except RankStartError as exc:
+                if attempt + 1 == attempts or "address already in use" not in str(exc.remote_tracebacks()).lower():
+                    raise
+        raise AssertionError("unreachable")
+
+    def _launch(self, port: int, devices: str, backend: str) -> _Generation:
+        generation = _Generation(port, devices, backend)
+        try:
+            for rank in range(self.size):
+                generation.ranks.append(self._spawn(generation, rank))
+            self._await_ready(generation)
+        except BaseException:
+            generation.kill()
+            raise
+        return generation
+
+    def _spawn(self, generation: _Generation, rank: int) -> _RankProcess:
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ)
+        env.update(
+            RANK=str(rank),
+            WORLD_SIZE=str(self.size),
+            LOCAL_RANK=str(rank),
+            LOCAL_WORLD_SIZE=str(self.size),
+            GROUP_RANK="0",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(generation.port),
+            UC_JUPYTER_RANK_BACKEND=generation.backend,
+            UC_JUPYTER_RANK_DEVICE=generation.devices,
+            UC_JUPYTER_RANK_PATH=os.pathsep.join(p for p in sys.path if p),
+        )
+        # Like torchrun: ranks sharing the CPUs should not each start a thread per core.
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // self.size)))
+        log = generation.logs / f"rank-{rank}.log"
+        with ours, theirs, open(log, "wb") as log_file:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "uc_jupyter.distributed._worker", str(theirs.fileno())],
+                env=env,
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=log_file,
+                start_new_session=True,  # its own process group: killed as one, and a terminal's Ctrl-C is ours to pass
+            )
+            handle = _RankProcess(rank, process, Channel.over(ours), log)
+        handle.reader = threading.Thread(
+            target=_read_channel,
+            args=(handle, generation.inbox, self.collector),
+            name=f"uc-jupyter-rank-{rank}",
+            daemon=True,
+        )
+        handle.reader.start()
+        return handle
+
+    def _await_ready(self, generation: _Generation) -> None:
+        waiting = set(range(self.size))
+        failures: list[RemoteFailure] = []
+        deadline = time.monotonic() + self.start_timeout
+        shown = set(range(self.size))
+        while waiting and not failures:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                failures = [
+                    RemoteFailure(r, "TimeoutError", f"did not start within {self.start_timeout:g} s", "")
+                    for r in sorted(waiting)
+                ]
+                break
+            try:
+                rank, message = generation.inbox.get(timeout=min(remaining, 0.2))
+            except queue.Empty:
+                continue
+            if isinstance(message, Ready):
+                generation.ranks[rank].device = message.device
+                waiting.discard(rank)
+            elif isinstance(message, StartFailed):
+                failures.append(message.failure)
+            elif isinstance(message, _Exited):
+                how = f"its process {describe_exit(message.returncode)}"
+                failures.append(RemoteFailure(rank, "RankDied", how, generation.ranks[rank].log_tail()))
+            elif isinstance(message, Output):
+                self._write(rank, message, shown)
+        if failures:
+            raise RankStartError(
+                failures,
+                world_size=self.size,
+                summary="the rank pool could not start: "
+                + "; ".join(f"rank {f.rank}: {f.headline}" for f in sorted(failures, key=lambda f: f.rank)),
+            )
+
+
+def _read_channel(handle: _RankProcess, inbox: queue.Queue[tuple[int, object]], collector: Collector) -> None:
+    """One per rank: telemetry goes straight to the collector, the rest to the caller in order."""
+    while True:
+        try:
+            message = handle.channel.recv()
+        except (EOFError, OSError):
+            break
+        if isinstance(message, Telemetry):
+            for sample in message.samples:
+                collector.offer(sample)
+        else:
+            inbox.put((handle.rank, message))
+    try:
+        returncode: int | None = handle.process.wait(10.0)
+    except subprocess.TimeoutExpired:
+        returncode = None
+    inbox.put((handle.rank, _Exited(returncode)))
+
+
+def _plan(n: int, devices: str, backend: str) -> tuple[str, str]:
+    """(device kind, backend) for ``n`` ranks, checked against the visible GPUs."""
+    gpus = visible_gpus() if devices != "cpu" else 0
+    if devices == "cuda" and gpus < n:
+        raise ValueError(
+            f"devices='cuda' needs one GPU per rank: {n} ranks asked, {gpus} CUDA device(s) visible; "
+            "use fewer ranks or devices='cpu'"
+        )
+    device = "cuda" if devices == "cuda" or (devices == "auto" and gpus >= n) else "cpu"
+    if backend == "nccl" and device != "cuda":
+        raise ValueError("backend='nccl' needs a GPU per rank; use backend='gloo' (or 'auto') on CPU ranks")
+    chosen = backend if backend != "auto" else ("nccl" if device == "cuda" else "gloo")
+    return device, chosen
+
+
+def visible_gpus() -> int:
+    """How many CUDA devices this process can see (0 without CUDA); does not initialise CUDA."""
+    import torch
+
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+
+
+def _count(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive whole number of ranks, got {value!r}")
+    return value
+
+
+def _seconds(value: object, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
+    return float(value)
+
+
+def _listing(ranks: Iterable[int]) -> str:
+    return ", ".join(str(r) for r in ranks)
+
+
+# ---------------------------------------------------------------- the shared pool
+_live_pools: weakref.WeakSet[RankPool] = weakref.WeakSet()
+_shared: RankPool | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_pool(n: int, *, devices: Devices = "auto", backend: Backend = "auto") -> RankPool:
+    """The kernel's pool for ``@distributed`` and ``%%uc_distributed``: reused while its size and
+    devices match, replaced (the old one shut down) when they do not.
+
+    Example:
+        >>> pool = shared_pool(2, devices="cpu")       # doctest: +SKIP
+        >>> shared_pool(2, devices="cpu") is pool       # doctest: +SKIP
+        True
+    """
+    global _shared
+    with _shared_lock:
+        current = _shared
+        if current is not None and (current.size, current.devices, current.backend) == (n, devices, backend):
+            return current
+        if current is not None:
+            current.shutdown()
+        _shared = RankPool(n, devices=devices, backend=backend)
+        return _shared
+
+
+def current_shared_pool() -> RankPool | None:
+    """The shared pool, if one was made (running or not)."""
+    return _shared
+
+
+def shutdown_shared_pool() -> None:
+    """Stop the shared pool's ranks (``%unload_ext uc_jupyter``, kernel exit)."""
+    global _shared
+    with _shared_lock:
+        current, _shared = _shared, None
+    if current is not None:
+        current.shutdown()
+
+
+@atexit.register
+def _shutdown_all() -> None:
+    for pool in list(_live_pools):
+        with contextlib.suppress(Exception):
+            pool.shutdown(timeout=2.0)
