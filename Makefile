@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PIP_NO_INPUT := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint bench clean java
+.PHONY: demo test lint bench lab clean java
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "uc_jupyter needs Python >= 3.10; set PYTHON=/path/to/python3.x")'
@@ -34,6 +34,11 @@ lint: $(STAMP)
 
 test: lint java
 	$(VENV)/bin/pytest
+
+# The tutorials in JupyterLab, on the demo catalog (root needs --allow-root, e.g. in containers).
+lab: $(STAMP)
+	$(VENV)/bin/uc-jupyter demo init
+	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -1,3 +1,35 @@
-"""uc_jupyter: load training data through a Unity Catalog from any Jupyter notebook."""
+"""uc_jupyter: load training data through a Unity Catalog from any Jupyter notebook.
+
+``uc_jupyter.load(source, **options)`` turns a table or a volume folder into a frame, dataset or
+loader; ``%load_ext uc_jupyter`` adds the ``%uc_load`` and ``%%uc_distributed`` magics. Everything
+heavy is imported on first use, so ``import uc_jupyter`` stays fast.
+
+Example:
+    >>> import uc_jupyter
+    >>> frame = uc_jupyter.load("main.ml.iris", to="pandas")   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uc_jupyter.lazy import lazy_attributes
 
 __version__ = "0.1.0"
+__all__ = ["__version__", "load", "load_ipython_extension", "unload_ipython_extension"]
+
+__getattr__ = lazy_attributes("uc_jupyter", {"load": "uc_jupyter.loading"})
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext uc_jupyter``: register the magics and the ``%uc_load`` completer."""
+    from uc_jupyter.jupyter.extension import register
+
+    register(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext uc_jupyter``: stop the kernel's rank pool."""
+    from uc_jupyter.jupyter.extension import unregister
+
+    unregister(ipython)

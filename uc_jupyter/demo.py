@@ -298,7 +298,7 @@ def _train_linear(epochs: int) -> tuple[int, int, float]:
             logits = model(features)
             loss = torch.nn.functional.cross_entropy(logits, labels)
             optimiser.zero_grad()
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             optimiser.step()
             seen += len(labels)
             correct += int((logits.argmax(dim=1) == labels).sum())

@@ -286,3 +286,21 @@ def test_spawned_workers_deliver_and_report(s3_volume: Volume) -> None:
     assert sorted(names(list(loader))) == sorted(files)
     stats = settled(loader, lambda s: len(s.worker_shard_sizes()) == 2)
     assert stats.worker_shard_sizes() == {(0, 0): 6, (0, 1): 6}
+
+
+def name_and_size(path: str) -> tuple[str, int]:
+    return Path(path).name, Path(path).stat().st_size
+
+
+def test_pair_samples_count_one_per_pair(local_volume: Callable[..., tuple[str, Path]]) -> None:
+    """torch collates (x, y) samples into a list of two fields: a batch of 4 pairs holds 4 samples."""
+    path, folder = local_volume()
+    write_files(folder, 10)
+    loader = DataLoader(UCVolumeDataset(path, transform=name_and_size), batch_size=4, num_workers=0, mlflow=False)
+    sizes: list[int] = []
+    loader.add_hook(lambda timing: sizes.append(timing.batch_size))
+    batches = list(loader)
+    assert [len(names) for names, _ in batches] == [4, 4, 2]
+    assert sizes == [4, 4, 2]
+    assert loader.stats().samples_delivered == 10
+    assert loader.state_dict()["streams"] == {"rank0-worker0": 10}

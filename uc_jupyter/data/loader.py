@@ -62,7 +62,9 @@ class BatchTiming:
 class DataLoader(torch.utils.data.DataLoader[Any]):
     """A drop-in ``torch.utils.data.DataLoader`` with tuned defaults, timing hooks and exact resume.
 
-    Takes torch's arguments, plus ``mlflow=False`` to keep it from logging to an active MLflow run.
+    Takes torch's arguments, plus ``mlflow=False`` to keep it from logging to an active MLflow run and
+    ``monitor=True`` to show the live dashboard (cache fill, shard sizes, fetch latency) while a pass
+    runs longer than a second (a text summary where widgets cannot render).
 
     Example:
         >>> loader = DataLoader(dataset, batch_size=32, num_workers=2)   # doctest: +SKIP
@@ -70,7 +72,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         >>> loader.load_state_dict(state)     # a new loader continues with exactly the rest
     """
 
-    def __init__(self, dataset: Any, *args: Any, mlflow: bool = True, **kwargs: Any) -> None:
+    def __init__(self, dataset: Any, *args: Any, mlflow: bool = True, monitor: bool = False, **kwargs: Any) -> None:
         _check_dataset(dataset)
         if not args:  # positional arguments follow torch's order; only fill in what is missing
             _apply_defaults(kwargs)
@@ -86,6 +88,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         self._started = time.monotonic()
         self._mlflow: MlflowSink | None = None
         self._log_to_mlflow = mlflow
+        self.monitor = monitor
         self._queue: Any = None
         self._inner: Iterator[Any] | None = None
         if self.num_workers > 0:
@@ -109,7 +112,21 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
             self._checked_ranks = True
         if self._log_to_mlflow:
             self._mlflow = MlflowSink.for_active_run(self._rank, self._mlflow)
-        return self._timed(super().__iter__(), epoch)
+        timed = self._timed(super().__iter__(), epoch)
+        return self._monitored(timed, epoch) if self.monitor else timed
+
+    def _monitored(self, inner: Iterator[Any], epoch: int) -> Iterator[Any]:
+        from uc_jupyter.widgets.monitor import monitor
+
+        with monitor(self.live_stats, title=f"DataLoader, epoch {epoch}"):
+            yield from inner
+
+    def live_stats(self) -> Snapshot:
+        """The newest snapshot, safe to call from another thread while the loop runs (a dashboard's):
+        it collects waiting worker samples but leaves the loop's own bookkeeping alone."""
+        if self._queue is not None:
+            self._collector.drain(self._queue)
+        return self._collector.snapshot()
 
     def _timed(self, inner: Iterator[Any], epoch: int) -> Iterator[Any]:
         self._inner = inner
@@ -396,6 +413,7 @@ def _dataset_sample(dataset: Any, rank: int, worker: int) -> Sample | None:
         dropped=s.dropped,
         cache_used_bytes=cache.used_bytes if cache else 0,
         cache_max_bytes=cache.max_bytes if cache else 0,
+        cache_evictions=cache.evictions if cache else 0,
     )
 
 
@@ -443,13 +461,23 @@ def _outstanding(inner: Any, workers: int) -> tuple[int, ...]:
 
 
 def _batch_len(batch: Any) -> int:
-    """How many samples a collated batch holds."""
-    if isinstance(batch, torch.Tensor):
-        return int(batch.shape[0]) if batch.dim() else 1
-    if isinstance(batch, dict):
-        return _batch_len(next(iter(batch.values()))) if batch else 0
+    """How many samples a collated batch holds.
+
+    torch's default collate turns samples that are tuples, e.g. ``(image, label)``, into a *list of
+    fields* (``[images, labels]``): the count is the first field's length, not the list's.
+    """
+    if isinstance(batch, (list, tuple)) and batch and isinstance(batch[0], (torch.Tensor, list, tuple, dict)):
+        return _field_len(batch[0])
     if isinstance(batch, (list, tuple)):
-        if batch and isinstance(batch[0], (torch.Tensor, list, tuple, dict)) and isinstance(batch, tuple):
-            return _batch_len(batch[0])
         return len(batch)
+    return _field_len(batch)
+
+
+def _field_len(field: Any) -> int:
+    if isinstance(field, torch.Tensor):
+        return int(field.shape[0]) if field.dim() else 1
+    if isinstance(field, dict):
+        return _field_len(next(iter(field.values()))) if field else 0
+    if isinstance(field, (list, tuple)):
+        return len(field)
     return 1

@@ -27,7 +27,7 @@ from typing import Any, Generic, ParamSpec, TypeVar
 from uc_jupyter.distributed.payload import DEFAULT_LIMIT
 from uc_jupyter.distributed.pool import Devices, shared_pool, visible_gpus
 
-__all__ = ["KNOWN_GPU_TYPES", "DistributedFunction", "distributed"]
+__all__ = ["KNOWN_GPU_TYPES", "DistributedFunction", "devices_for_gpus", "distributed"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -66,7 +66,7 @@ class DistributedFunction(Generic[P, R]):
 
     def distributed(self, *args: P.args, **kwargs: P.kwargs) -> list[R]:
         """Run on ``gpus`` ranks; the per-rank results, in rank order."""
-        devices = _devices_for(self.gpus, self.gpu_type)
+        devices = devices_for_gpus(self.gpus, self.gpu_type)
         pool = shared_pool(self.gpus, devices=devices)
         pool.max_payload_bytes = self.max_pickle_bytes
         return pool.call(self.fn, args, kwargs, timeout=self.timeout)
@@ -110,7 +110,7 @@ def _one_of(value: Any, alias: Any, name: str, alias_name: str) -> Any:
     return value if value is not None else alias
 
 
-def _devices_for(gpus: object, gpu_type: object) -> Devices:
+def devices_for_gpus(gpus: object, gpu_type: object) -> Devices:
     """Validate the request against this machine: "cuda" when it can be met, "cpu" when there is no GPU."""
     global _cpu_notice_given
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:

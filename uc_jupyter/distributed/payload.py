@@ -14,8 +14,8 @@ Example:
     >>> try:
     ...     pack((train, (), {}), limit=1_000, what=train)
     ... except PayloadError as exc:
-    ...     print(str(exc)[:78])
-    train and what it captures pickle to 2.1 kB, over the 1.0 kB limit; the large
+    ...     print(str(exc).split("; ")[1])
+    the largest: data (a global, 2.0 kB)
 """
 
 from __future__ import annotations

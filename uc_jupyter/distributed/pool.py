@@ -335,7 +335,7 @@ class RankPool:
     def _call(
         self, kind: CallKind, payload: bytes, timeout: float | None, show: Iterable[int] | str | None
     ) -> list[Any]:
-        shown = self._shown(show)
+        shown = self.shown_ranks(show)
         limit = _seconds(timeout, "timeout") if timeout is not None else self.timeout
         with self._lock:
             if self._generation is None:
@@ -494,7 +494,8 @@ class RankPool:
             if isinstance(message, Output):
                 self._write(rank, message, shown)
 
-    def _shown(self, show: Iterable[int] | str | None) -> set[int]:
+    def shown_ranks(self, show: Iterable[int] | str | None) -> set[int]:
+        """The ranks ``show`` ("all", None or rank numbers) selects; a ValueError for ranks not in the pool."""
         if show is None or show == "all":
             return set(range(self.size))
         if isinstance(show, str):

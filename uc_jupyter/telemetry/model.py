@@ -131,6 +131,7 @@ class Sample:
     worker_queue_depths: tuple[int, ...] = ()  # the loop's sample: the same per worker
     cache_used_bytes: int = 0
     cache_max_bytes: int = 0
+    cache_evictions: int = 0  # files the shared cache has evicted since it was made (all its users)
     started: float = 0.0  # when this producer began, for rates
 
     @property
@@ -202,11 +203,21 @@ class Snapshot:
     def bytes_downloaded(self) -> int:
         return sum(s.bytes_downloaded for s in self._all())
 
+    def _newest_cache_sample(self) -> Sample | None:
+        """The newest sample that saw the shared cache: its counters are the cache's, not a producer's."""
+        return max((s for s in self._all() if s.cache_max_bytes), key=lambda s: s.time, default=None)
+
     @property
     def cache_used_bytes(self) -> int:
         """The shared cache's fill as last seen by any producer."""
-        newest = max((s for s in self._all() if s.cache_max_bytes), key=lambda s: s.time, default=None)
+        newest = self._newest_cache_sample()
         return newest.cache_used_bytes if newest else 0
+
+    @property
+    def cache_evictions(self) -> int:
+        """The shared cache's evictions as last seen by any producer (the same sample as the fill)."""
+        newest = self._newest_cache_sample()
+        return newest.cache_evictions if newest else 0
 
     @property
     def cache_max_bytes(self) -> int:

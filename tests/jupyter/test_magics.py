@@ -1,0 +1,209 @@
+"""%uc_load and %%uc_distributed through a real InteractiveShell: results, config, errors, completion."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from IPython.core.completer import provisionalcompleter
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.data import DataLoader, UCTableDataset, UCVolumeDataset
+from uc_jupyter.distributed import RankError
+from uc_jupyter.distributed.pool import current_shared_pool
+from uc_jupyter.jupyter.args import parse
+from uc_jupyter.jupyter.magics import DISTRIBUTED_OPTIONS, LOAD_OPTIONS
+
+README = Path(__file__).parents[2] / "README.md"
+
+
+def run(shell: InteractiveShell, source: str) -> object:
+    """Run a cell; re-raise what it raised (run_cell only prints it)."""
+    result = shell.run_cell(source)
+    if result.error_before_exec is not None:
+        raise result.error_before_exec
+    if result.error_in_exec is not None:
+        raise result.error_in_exec
+    return result.result
+
+
+def test_every_documented_magic_line_parses() -> None:
+    lines = re.findall(r"^(?:\w+ = )?(%%?uc_\w+)(.*)$", README.read_text(), flags=re.MULTILINE)
+    assert len(lines) >= 8
+    for magic, rest in lines:
+        spec = LOAD_OPTIONS if magic == "%uc_load" else DISTRIBUTED_OPTIONS
+        parse(rest.split("#", 1)[0], spec)
+
+
+# ---------------------------------------------------------------- %uc_load, tables
+@pytest.mark.usefixtures("spark_remote")
+def test_tables_in_every_form(shell: InteractiveShell, catalog: LocalCatalog) -> None:
+    run(shell, "result = %uc_load main.ml.points --to pandas --columns id,tag --where \"tag = 't1'\" --limit 5")
+    frame = shell.user_ns["result"]
+    assert isinstance(frame, pd.DataFrame) and list(frame.columns) == ["id", "tag"]
+    assert len(frame) == 5 and set(frame["tag"]) == {"t1"}
+    numbers = shell.run_line_magic("uc_load", "ml.points --to numpy --columns x")  # schema.table in "main"
+    assert isinstance(numbers, np.ndarray) and numbers.shape == (50, 1)
+    spark = shell.run_line_magic("uc_load", "main.ml.points")
+    from pyspark.sql.connect.dataframe import DataFrame as SparkFrame
+
+    assert isinstance(spark, SparkFrame) and spark.count() == 50
+    arrow = shell.run_line_magic("uc_load", "main.ml.points --to arrow --version 0")
+    assert arrow.num_rows == 50
+    hf = shell.run_line_magic("uc_load", "main.ml.points --to hf --columns id")
+    assert hf.num_rows == 50 and hf.column_names == ["id"]
+    torch_rows = shell.run_line_magic("uc_load", "main.ml.points --to torch --batch-size 8 --shuffle --seed 3")
+    assert isinstance(torch_rows, UCTableDataset) and len(torch_rows) == 50
+    assert len(next(iter(torch_rows))["id"]) == 8
+
+
+@pytest.mark.usefixtures("spark_remote")
+def test_config_defaults_and_variable_expansion(shell: InteractiveShell, catalog: LocalCatalog) -> None:
+    shell.run_line_magic("config", "UCMagics.default_to = {'table': 'pandas'}")
+    try:
+        shell.user_ns["name"] = "points"
+        shell.user_ns["n"] = 3
+        frame = run(shell, "%uc_load main.ml.{name} --limit {n}")
+        assert isinstance(frame, pd.DataFrame) and len(frame) == 3
+    finally:
+        shell.run_line_magic("config", "UCMagics.default_to = {'table': 'spark', 'volume': 'loader'}")
+
+
+def test_config_names_the_defaults(shell: InteractiveShell) -> None:
+    magics = shell.magics_manager.registry["UCMagics"]
+    assert (magics.nprocs, magics.default_catalog, magics.monitor) == (2, "main", True)
+    shell.run_line_magic("config", "UCMagics.nprocs = 3")
+    assert magics.nprocs == 3
+    shell.run_line_magic("config", "UCMagics.nprocs = 2")
+
+
+# ---------------------------------------------------------------- %uc_load, volumes
+def test_volumes_as_loader_dataset_and_paths(shell: InteractiveShell, catalog: LocalCatalog) -> None:
+    loader = shell.run_line_magic(
+        "uc_load", "/Volumes/main/ml/docs --recursive --decode text --batch-size 4 --num-workers 0 --no-monitor"
+    )
+    assert isinstance(loader, DataLoader) and loader.batch_size == 4 and not loader.monitor
+    texts = sorted(t for batch in loader for t in batch)
+    assert texts == sorted(f"document {i}" for i in range(12))
+    # UCMagics.monitor is on by default for loaders
+    assert shell.run_line_magic("uc_load", "/Volumes/main/ml/docs --recursive --num-workers 0").monitor
+    dataset = shell.run_line_magic("uc_load", "/Volumes/main/ml/docs/cats --to dataset --shuffle --seed 1")
+    assert isinstance(dataset, UCVolumeDataset) and len(dataset) == 6
+    paths = shell.run_line_magic("uc_load", "'/Volumes/main/ml/docs/dogs' --to paths")
+    assert sorted(Path(p).read_text() for p in paths) == sorted(f"document {i}" for i in range(0, 12, 2))
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("", "give a table name (catalog.schema.table or schema.table) or a /Volumes/... path"),
+        ("main.ml.points extra", "unexpected argument 'extra': %uc_load takes one source"),
+        ("main.ml.points --batchsize 3", "unknown option --batchsize; did you mean --batch-size?"),
+        ("main.ml.pionts", "table main.ml.pionts does not exist; did you mean main.ml.points?"),
+        ("main.ml.points --decode image", "--decode applies to /Volumes paths only, not to main.ml.points"),
+        ("/Volumes/main/ml/docs --limit 3", "--limit applies to tables only, not to /Volumes/main/ml/docs"),
+        ("/Volumes/main/ml/docs --to pandas", "--to for volumes must be one of loader, dataset, paths; got 'pandas'"),
+        ("/tmp/data", "/tmp/data is not a volume path: they start with /Volumes/<catalog>/<schema>/<volume>"),
+        ("/Volumes/main/ml/nope", "volume main.ml.nope does not exist"),
+        ("main.ml.points --to torch --limit 3", "--limit does not apply to --to torch (a dataset streaming every row)"),
+    ],
+)
+def test_bad_lines_are_one_line_usage_errors(
+    shell: InteractiveShell, catalog: LocalCatalog, line: str, message: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        shell.run_line_magic("uc_load", line)
+    assert str(caught.value).startswith(message)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_missing_grant_names_the_principal(shell: InteractiveShell, catalog: LocalCatalog) -> None:
+    catalog.create_principal("bob")
+    with catalog.as_principal("bob"), pytest.raises(UsageError, match="bob lacks USE CATALOG on main"):
+        shell.run_line_magic("uc_load", "main.ml.points --to torch")
+
+
+# ---------------------------------------------------------------- completion
+def completions(shell: InteractiveShell, line: str) -> list[str]:
+    """What the notebook's Tab offers at the end of ``line``."""
+    with provisionalcompleter():
+        return [c.text for c in shell.Completer.completions(line, len(line))]
+
+
+def test_completion_of_names_paths_and_options(shell: InteractiveShell, catalog: LocalCatalog) -> None:
+    assert "main.ml.points" in completions(shell, "%uc_load main.ml.po")
+    assert completions(shell, "%uc_load main.m") == ["main.ml."]
+    assert "ml.points" in completions(shell, "%uc_load ml.p")  # schema.table in the default catalog
+    assert completions(shell, "%uc_load /Vol") == ["/Volumes/"]
+    assert completions(shell, "%uc_load /Volumes/main/ml/d") == ["/Volumes/main/ml/docs/"]
+    assert completions(shell, "%uc_load /Volumes/main/ml/docs/c") == ["/Volumes/main/ml/docs/cats/"]
+    assert "/Volumes/main/ml/docs/cats/doc01.txt" in completions(shell, "%uc_load /Volumes/main/ml/docs/cats/")
+    assert completions(shell, "%uc_load main.ml.points --batch") == ["--batch-size"]
+    assert completions(shell, "%uc_load main.ml.points --to pa") == ["pandas", "paths"]
+
+
+def test_completion_shows_only_what_the_principal_may_use(shell: InteractiveShell, catalog: LocalCatalog) -> None:
+    catalog.create_principal("carol")
+    with catalog.as_principal("carol"):
+        assert completions(shell, "%uc_load main.ml.po") == []
+
+
+# ---------------------------------------------------------------- %%uc_distributed
+def test_a_cell_runs_on_every_rank_with_push_and_pull(shell: InteractiveShell) -> None:
+    shell.user_ns["scale"] = 10
+    values = run(shell, "%%uc_distributed -n 2 --push scale --pull mine\nmine = (rank + 1) * scale\nmine * 2")
+    assert values == [20, 40]
+    assert shell.user_ns["mine"] == [10, 20]
+    assert run(shell, "%%uc_distributed -n 2\nmine + 1") == [11, 21]  # the ranks keep their namespaces
+    assert run(shell, "%%uc_distributed\nworld_size") == [2, 2]  # UCMagics.nprocs ranks by default
+    status = shell.run_line_magic("uc_distributed", "--status")
+    assert status.size == 2 and status.state == "idle"
+    assert shell.run_line_magic("uc_distributed", "--restart").state == "idle"
+    with pytest.raises(RankError, match="NameError: name 'mine' is not defined"):
+        run(shell, "%%uc_distributed -n 2\nmine")  # a fresh pool after --restart
+    assert shell.run_line_magic("uc_distributed", "--shutdown") is None
+    assert current_shared_pool() is None
+
+
+def test_cell_output_can_be_limited_to_some_ranks(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    run(shell, "%%uc_distributed -n 2 --show 1\nprint('hello from', rank)")
+    assert capsys.readouterr().out.splitlines() == ["[rank 1] hello from 1"]
+
+
+def test_an_error_on_one_rank_is_raised_with_its_traceback(shell: InteractiveShell) -> None:
+    with pytest.raises(ZeroDivisionError) as caught:
+        run(shell, "%%uc_distributed -n 2\nx = 1\nif rank == 1:\n    x = 1 / 0")
+    assert "[rank 1]     x = 1 / 0" in "\n".join(caught.value.__notes__)
+
+
+@pytest.mark.parametrize(
+    ("line", "cell", "message"),
+    [
+        ("-n 2", "x = 1\n%time y = 2", "line 2 ('%time y = 2') uses IPython syntax, which ranks cannot run"),
+        ("-n 2", "!ls", "line 1 ('!ls') uses IPython syntax"),
+        ("-n 2", "   ", "the cell is empty"),
+        ("-n 2 --gpus 2", "x = 1", "give either -n (ranks) or --gpus (GPU ranks), not both"),
+        ("-n 0", "x = 1", "n must be a positive whole number of ranks, got 0"),
+        ("-n 2 --push nothing_here", "x = 1", "--push nothing_here: no variable of that name in the notebook"),
+        ("-n 2 --show 0,5", "x = 1", "show: rank 5 is not one of this pool's ranks 0..1"),
+        ("-n 2 --show some", "x = 1", "--show needs a valid value, got 'some'"),
+        ("--gpus 2 --gpu-type Z80", "x = 1", "unknown gpu_type 'Z80'"),
+        ("-n 2 --status", "x = 1", "--status is for the line magic %uc_distributed, not for a cell"),
+        ("-n 2 extra", "x = 1", "unexpected argument 'extra': options only (e.g. -n 2)"),
+    ],
+)
+def test_bad_cells_are_one_line_usage_errors(shell: InteractiveShell, line: str, cell: str, message: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        shell.run_cell_magic("uc_distributed", line, cell)
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+
+
+def test_the_line_magic_only_manages_the_pool(shell: InteractiveShell) -> None:
+    with pytest.raises(UsageError, match="one of --status, --restart, --shutdown"):
+        shell.run_line_magic("uc_distributed", "-n 2")
+    assert shell.run_line_magic("uc_distributed", "--status") is None  # no pool yet

@@ -1,0 +1,127 @@
+"""A notebook cell run on every rank: what ``%%uc_distributed`` calls (each option is a keyword here).
+
+The cell runs in each rank's persistent namespace (``rank``, ``world_size``, ``local_rank`` and
+``device`` are defined there). ``push`` copies notebook variables into every rank first; ``pull``
+brings each named variable back as a list with one value per rank. IPython syntax (``%magic``,
+``!shell``) cannot run on a rank and is refused before anything starts.
+
+Example:
+    >>> ns = {"lr": 0.1}
+    >>> run_cell("import torch\\nw = torch.ones(1) * lr * (rank + 1)", namespace=ns, n=2,
+    ...          push=["lr"], pull=["w"])                                       # doctest: +SKIP
+    >>> ns["w"]                                                                 # doctest: +SKIP
+    [tensor([0.1000]), tensor([0.2000])]
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, MutableMapping, Sequence
+from typing import Any, Literal
+
+from uc_jupyter.distributed.decorator import devices_for_gpus
+from uc_jupyter.distributed.pool import (
+    Devices,
+    PoolStatus,
+    RankPool,
+    current_shared_pool,
+    shared_pool,
+    shutdown_shared_pool,
+)
+
+__all__ = ["CellUsageError", "check_plain_python", "manage_pool", "run_cell"]
+
+
+class CellUsageError(ValueError):
+    """The cell or its options cannot run; nothing ran on the ranks."""
+
+
+def run_cell(
+    source: str,
+    *,
+    namespace: MutableMapping[str, Any] | None = None,
+    n: int | None = None,
+    gpus: int | None = None,
+    gpu_type: str | None = None,
+    devices: Devices = "auto",
+    push: Sequence[str] | None = None,
+    pull: Sequence[str] | None = None,
+    show: Literal["all"] | Sequence[int] = "all",
+    timeout: float | None = None,
+    monitor: bool = False,
+) -> list[Any] | None:
+    """Run ``source`` on ``n`` ranks (or ``gpus`` GPU ranks, CPU ranks without GPUs); the per-rank
+    values of a final expression, or None when every rank's is None."""
+    check_plain_python(source)
+    ns = namespace if namespace is not None else {}
+    try:
+        pool = _pool_for(n, gpus, gpu_type, devices)
+        pool.shown_ranks(show)  # a bad --show fails before anything runs
+        missing = [name for name in push or () if name not in ns]
+        if missing:
+            raise NameError(f"--push {missing[0]}: no variable of that name in the notebook")
+        shipped = {name: ns[name] for name in push or ()}
+        if shipped:
+            pool.push(shipped)
+    except (ValueError, NameError) as exc:
+        if isinstance(exc, CellUsageError):
+            raise
+        raise CellUsageError(str(exc)) from None
+    with _monitoring(pool, monitor):
+        values = pool.execute(source, timeout=timeout, show=show)
+    if pull:
+        ns.update(pool.pull(*pull))
+    return values if any(v is not None for v in values) else None
+
+
+def manage_pool(action: Literal["status", "restart", "shutdown"]) -> PoolStatus | None:
+    """``%uc_distributed --status|--restart|--shutdown``: the shared pool's status (None when there is none)."""
+    pool = current_shared_pool()
+    if action == "shutdown":
+        shutdown_shared_pool()
+        return None
+    if pool is None:
+        return None
+    if action == "restart":
+        pool.restart()
+    return pool.status()
+
+
+def check_plain_python(source: str) -> None:
+    """Refuse IPython syntax (``%line magics``, ``!shell``): ranks run plain Python."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    if not isinstance(source, str) or not source.strip():
+        raise CellUsageError("the cell is empty: write the code every rank should run")
+    python = TransformerManager().transform_cell(source)  # type: ignore[no-untyped-call]
+    for number, (before, after) in enumerate(zip(source.splitlines(), python.splitlines(), strict=False), 1):
+        if before != after and "get_ipython()" in after:
+            raise CellUsageError(
+                f"line {number} ({before.strip()!r}) uses IPython syntax, which ranks cannot run: "
+                "move magics and shell commands to another cell"
+            )
+
+
+def _pool_for(n: int | None, gpus: int | None, gpu_type: str | None, devices: Devices) -> RankPool:
+    if n is not None and gpus is not None:
+        raise ValueError("give either -n (ranks) or --gpus (GPU ranks), not both")
+    if gpus is not None or gpu_type is not None:
+        if devices != "auto":
+            raise ValueError("--devices goes with -n; --gpus picks GPUs itself (CPU ranks when there are none)")
+        count = gpus if gpus is not None else n
+        return shared_pool(count, devices=devices_for_gpus(count, gpu_type))  # type: ignore[arg-type]
+    if n is None:
+        raise ValueError("say how many ranks: -n N (or --gpus N)")
+    return shared_pool(n, devices=devices)
+
+
+@contextlib.contextmanager
+def _monitoring(pool: RankPool, monitor: bool) -> Iterator[None]:
+    if not monitor:
+        yield
+        return
+    from uc_jupyter.widgets.monitor import monitor as show_dashboard
+
+    pool.collector.clear()  # this cell's numbers, not the previous cells'
+    with show_dashboard(pool.collector.snapshot, title=f"{pool.size} ranks"):
+        yield

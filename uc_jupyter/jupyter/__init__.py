@@ -1,0 +1,1 @@
+"""The IPython side: magics (adapters only), their argument parsing, and tab completion."""

@@ -1,0 +1,94 @@
+"""Tab completion for ``%uc_load``: catalog, schema, table and volume names, ``/Volumes`` paths,
+option names and option values. Listings go through the catalog, so a principal only sees what it
+may use.
+
+Example:
+    >>> complete_line("%uc_load main.ml.ir", catalog)           # doctest: +SKIP
+    ['main.ml.iris']
+    >>> complete_line("%uc_load /Volumes/main/ml/im", catalog)  # doctest: +SKIP
+    ['/Volumes/main/ml/images/']
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from uc_jupyter.catalog import CatalogError
+
+if TYPE_CHECKING:
+    from uc_jupyter.catalog import Catalog
+
+__all__ = ["complete_line"]
+
+
+def complete_line(
+    line: str,
+    catalog: Catalog,
+    *,
+    default_catalog: str = "main",
+    options: Sequence[str] = (),
+    values: Mapping[str, Sequence[str]] | None = None,
+) -> list[str]:
+    """Completions of the last word of ``line`` (the text before the cursor), each a whole word."""
+    words = line.split(" ")
+    word = words[-1]
+    previous = words[-2] if len(words) >= 2 else ""
+    if values and previous in values:
+        return sorted(v for v in values[previous] if v.startswith(word))
+    if word.startswith("-"):
+        return sorted(o for o in options if o.startswith(word))
+    if len([w for w in words[1:-1] if w and not w.startswith("-")]) > 0 and not previous.startswith("-"):
+        return []  # the source is already given
+    with contextlib.suppress(CatalogError, OSError, ValueError):
+        if word.startswith("/"):
+            return _volume_paths(word, catalog)
+        return _dotted(word, catalog, default_catalog)
+    return []
+
+
+def _dotted(word: str, catalog: Catalog, default_catalog: str) -> list[str]:
+    parts = word.split(".")
+    found: list[str] = []
+    if len(parts) == 1:
+        found += [f"{c.name}." for c in catalog.list_catalogs()]
+        found += _quiet(lambda: [f"{s.name}." for s in catalog.list_schemas(default_catalog)])
+    elif len(parts) == 2:
+        found += _quiet(lambda: [f"{parts[0]}.{s.name}." for s in catalog.list_schemas(parts[0])])
+        found += _quiet(lambda: [f"{parts[0]}.{t.name}" for t in catalog.list_tables(f"{default_catalog}.{parts[0]}")])
+    elif len(parts) == 3:
+        found += [f"{parts[0]}.{parts[1]}.{t.name}" for t in catalog.list_tables(f"{parts[0]}.{parts[1]}")]
+    return sorted(name for name in set(found) if name.startswith(word))
+
+
+def _volume_paths(word: str, catalog: Catalog) -> list[str]:
+    root = "/Volumes/"
+    if len(word) < len(root):
+        return [root] if root.startswith(word) else []
+    if not word.startswith(root):
+        return []
+    parts = word[len(root) :].split("/")
+    if len(parts) == 1:
+        names: Iterable[str] = (f"{root}{c.name}/" for c in catalog.list_catalogs())
+    elif len(parts) == 2:
+        names = (f"{root}{parts[0]}/{s.name}/" for s in catalog.list_schemas(parts[0]))
+    elif len(parts) == 3:
+        names = (f"{root}{parts[0]}/{parts[1]}/{v.name}/" for v in catalog.list_volumes(f"{parts[0]}.{parts[1]}"))
+    else:
+        folder = word.rsplit("/", 1)[0]
+        resolved = catalog.resolve_volume_path(folder)
+        names = []
+        for entry in resolved.fs.ls(resolved.path, detail=True):
+            name = str(entry["name"]).rstrip("/").rsplit("/", 1)[-1]
+            if not name.startswith("."):  # hidden files are skipped by the datasets too
+                names.append(f"{folder}/{name}" + ("/" if entry.get("type") == "directory" else ""))
+    return sorted(n for n in names if n.startswith(word))
+
+
+def _quiet(listing: Callable[[], list[str]]) -> list[str]:
+    """A listing that may legitimately fail (the prefix is not a catalog, or not visible)."""
+    try:
+        return listing()
+    except (CatalogError, ValueError):
+        return []

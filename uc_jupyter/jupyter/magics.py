@@ -1,0 +1,145 @@
+"""``%uc_load`` and ``%%uc_distributed``: adapters that parse a line and call a library function.
+
+``%uc_load SOURCE [options]`` is :func:`uc_jupyter.load` (``x = %uc_load main.ml.iris --to pandas``);
+``%%uc_distributed [options]`` is :func:`uc_jupyter.distributed.cell.run_cell` on the kernel's rank
+pool, and ``%uc_distributed --status|--restart|--shutdown`` manages that pool. Mistakes in a line
+raise IPython's ``UsageError``: one line, no traceback. Defaults are configurable::
+
+    %config UCMagics.nprocs = 4                       # ranks when a cell gives neither -n nor --gpus
+    %config UCMagics.default_to = {"table": "pandas"} # what %uc_load returns, per kind of source
+    %config UCMagics.default_catalog = "dev"          # for schema.table names
+    %config UCMagics.monitor = False                  # live dashboard for %uc_load loaders
+
+Example:
+    >>> ip = get_ipython()                                    # doctest: +SKIP
+    >>> ip.run_line_magic("load_ext", "uc_jupyter")           # doctest: +SKIP
+    >>> frame = ip.run_line_magic("uc_load", "main.ml.iris --to pandas --limit 5")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+from traitlets import Bool, Dict, Integer, Unicode
+
+from uc_jupyter.catalog import CatalogError
+from uc_jupyter.distributed.cell import CellUsageError, manage_pool, run_cell
+from uc_jupyter.errors import first_line
+from uc_jupyter.jupyter.args import ArgumentError, Flag, Option, names_list, parse
+from uc_jupyter.loading import DECODERS, TABLE_TARGETS, VOLUME_TARGETS, load, source_kind
+
+__all__ = ["DISTRIBUTED_OPTIONS", "LOAD_OPTIONS", "UCMagics"]
+
+
+def _ranks(raw: str) -> Any:
+    if raw == "all":
+        return "all"
+    try:
+        return [int(part) for part in names_list(raw)]
+    except ValueError:
+        raise ValueError("give 'all' or rank numbers separated by commas, e.g. 0,2") from None
+
+
+LOAD_OPTIONS: tuple[Option, ...] = (
+    Option("--to", choices=tuple(dict.fromkeys((*TABLE_TARGETS, *VOLUME_TARGETS)))),
+    Option("--columns", type=names_list),
+    Option("--where"),
+    Option("--limit", type=int),
+    Option("--version", type=int),
+    Option("--decode", choices=DECODERS),
+    Option("--batch-size", type=int),
+    Option("--num-workers", type=int),
+    Option("--prefetch-factor", type=int),
+    Flag("--shuffle"),
+    Option("--seed", type=int),
+    Flag("--recursive"),
+    Option("--cache-dir"),
+    Flag("--monitor", negatable=True),
+)
+
+DISTRIBUTED_OPTIONS: tuple[Option, ...] = (
+    Option("-n", type=int),
+    Option("--gpus", type=int),
+    Option("--gpu-type"),
+    Option("--devices", choices=("auto", "cpu", "cuda")),
+    Option("--push", type=names_list),
+    Option("--pull", type=names_list),
+    Option("--show", type=_ranks),
+    Option("--timeout", type=float),
+    Flag("--monitor", negatable=True),
+    Flag("--status"),
+    Flag("--restart"),
+    Flag("--shutdown"),
+)
+_POOL_ACTIONS = ("status", "restart", "shutdown")
+
+
+def _user_mistake(exc: BaseException) -> bool:
+    """Errors that mean the line is wrong (and deserve one line), not that the work failed."""
+    if isinstance(exc, (ArgumentError, CatalogError, CellUsageError, ValueError, LookupError, PermissionError)):
+        return True
+    return type(exc).__name__ == "AnalysisException"  # Spark naming a missing column
+
+
+@magics_class
+class UCMagics(Magics):
+    """The uc_jupyter magics; ``%load_ext uc_jupyter`` registers them."""
+
+    nprocs = Integer(2, help="Ranks for %%uc_distributed when a cell gives neither -n nor --gpus.").tag(config=True)
+    default_to = Dict(
+        default_value={"table": "spark", "volume": "loader"},
+        help="What %uc_load returns when --to is not given, per kind of source ('table', 'volume').",
+    ).tag(config=True)
+    default_catalog = Unicode("main", help="The catalog of two-part names (schema.table) in %uc_load.").tag(config=True)
+    monitor = Bool(True, help="Show the live dashboard for loaders made by %uc_load (--no-monitor to skip).").tag(
+        config=True
+    )
+
+    @line_magic
+    def uc_load(self, line: str) -> Any:
+        """``%uc_load SOURCE [--to ...] [options]``: a table or volume as a frame, dataset or loader."""
+        try:
+            positional, options = parse(line, LOAD_OPTIONS)
+            if not positional:
+                raise ArgumentError("give a table name (catalog.schema.table or schema.table) or a /Volumes/... path")
+            if len(positional) > 1:
+                raise ArgumentError(f"unexpected argument {positional[1]!r}: %uc_load takes one source")
+            source = positional[0]
+            kind = source_kind(source)
+            to = options.setdefault("to", self._default_to(kind))
+            if kind == "volume" and to == "loader":
+                options.setdefault("monitor", self.monitor)
+            return load(source, default_catalog=self.default_catalog, **options)
+        except Exception as exc:
+            if _user_mistake(exc):
+                raise UsageError(first_line(exc)) from None
+            raise
+
+    @line_cell_magic
+    def uc_distributed(self, line: str, cell: str | None = None) -> Any:
+        """``%%uc_distributed [-n N | --gpus N] [options]``: run the cell on every rank."""
+        try:
+            positional, options = parse(line, DISTRIBUTED_OPTIONS)
+            if positional:
+                raise ArgumentError(f"unexpected argument {positional[0]!r}: options only (e.g. -n 2)")
+            actions = [a for a in _POOL_ACTIONS if options.pop(a, False)]
+            if cell is None:
+                if len(actions) != 1:
+                    raise ArgumentError(
+                        "%uc_distributed manages the pool with one of --status, --restart, --shutdown; "
+                        "run code with %%uc_distributed (two %) at the top of a cell"
+                    )
+                return manage_pool(actions[0])  # type: ignore[arg-type]
+            if actions:
+                raise ArgumentError(f"--{actions[0]} is for the line magic %uc_distributed, not for a cell")
+            if "n" not in options and "gpus" not in options:
+                options["n"] = self.nprocs
+            return run_cell(cell, namespace=self.shell.user_ns if self.shell else {}, **options)
+        except (ArgumentError, CellUsageError) as exc:
+            raise UsageError(first_line(exc)) from None
+
+    def _default_to(self, kind: str) -> str:
+        defaults = {"table": "spark", "volume": "loader", **self.default_to}
+        return str(defaults[kind])

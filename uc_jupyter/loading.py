@@ -1,0 +1,244 @@
+"""``uc_jupyter.load``: a table or a volume folder as the object you train with, in one call.
+
+``%uc_load SOURCE --option value`` is this function with ``option=value``: every magic option is one
+of its keywords. SOURCE is ``catalog.schema.table``, ``schema.table`` (in ``default_catalog``) or a
+``/Volumes/catalog/schema/volume/folder`` path.
+
+Tables (``to=``): ``"spark"`` (a Spark Connect DataFrame, the default), ``"pandas"``, ``"numpy"``,
+``"arrow"``, ``"hf"`` (a Hugging Face ``datasets.Dataset``) or ``"torch"`` (a ``UCTableDataset``
+streaming the Delta files); ``columns``, ``where``, ``limit`` and ``version`` narrow what is read.
+
+Volumes (``to=``): ``"loader"`` (a ``DataLoader``, the default), ``"dataset"`` (a ``UCVolumeDataset``)
+or ``"paths"`` (the local paths of every file, cached); ``decode`` turns each file into a tensor,
+text or bytes; ``batch_size``, ``num_workers``, ``prefetch_factor`` shape the loader; ``shuffle``,
+``seed``, ``recursive``, ``cache_dir`` the dataset.
+
+Example:
+    >>> frame = load("main.ml.iris", to="pandas", columns=["species"], limit=5)            # doctest: +SKIP
+    >>> loader = load("/Volumes/main/ml/images", decode="image", batch_size=64, shuffle=True)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from uc_jupyter.catalog import get_catalog
+from uc_jupyter.catalog.names import parse_name
+
+if TYPE_CHECKING:
+    from uc_jupyter.catalog import Catalog
+
+__all__ = ["DECODERS", "TABLE_TARGETS", "VOLUME_TARGETS", "load", "source_kind"]
+
+TABLE_TARGETS = ("spark", "pandas", "numpy", "arrow", "hf", "torch")
+VOLUME_TARGETS = ("loader", "dataset", "paths")
+DECODERS = ("image", "text", "bytes", "none")
+
+# Which keywords make sense for which kind of source (the magic's options, by keyword).
+_TABLE_ONLY = ("columns", "where", "limit", "version")
+_VOLUME_ONLY = ("decode", "num_workers", "prefetch_factor", "recursive", "cache_dir")
+DEFAULT_BATCH_SIZE = 32
+
+
+def source_kind(source: str) -> Literal["table", "volume"]:
+    """``"volume"`` for a ``/Volumes/...`` path, ``"table"`` for a dotted name; a one-line error otherwise."""
+    if not isinstance(source, str) or not source.strip():
+        raise ValueError("give a table name (catalog.schema.table or schema.table) or a /Volumes/... path")
+    if source.startswith("/"):
+        if not source.startswith("/Volumes/"):
+            raise ValueError(f"{source} is not a volume path: they start with /Volumes/<catalog>/<schema>/<volume>")
+        return "volume"
+    return "table"
+
+
+def load(
+    source: str,
+    *,
+    to: str | None = None,
+    columns: Sequence[str] | None = None,
+    where: str | None = None,
+    limit: int | None = None,
+    version: int | None = None,
+    decode: str | None = None,
+    batch_size: int | None = None,
+    num_workers: int | None = None,
+    prefetch_factor: int | None = None,
+    shuffle: bool = False,
+    seed: int = 0,
+    recursive: bool = False,
+    cache_dir: str | None = None,
+    monitor: bool = False,
+    default_catalog: str = "main",
+    catalog: Catalog | None = None,
+) -> Any:
+    """Load ``source`` as ``to``; see the module documentation for the choices.
+
+    Example:
+        >>> load("main.ml.iris", to="numpy", columns=["sepal_length"], where="label = 1")  # doctest: +SKIP
+    """
+    kind = source_kind(source)
+    given = {
+        "columns": columns,
+        "where": where,
+        "limit": limit,
+        "version": version,
+        "decode": decode,
+        "num_workers": num_workers,
+        "prefetch_factor": prefetch_factor,
+        "recursive": recursive or None,
+        "cache_dir": cache_dir,
+    }
+    wrong = _TABLE_ONLY if kind == "volume" else _VOLUME_ONLY
+    for keyword in wrong:
+        if given[keyword] is not None:
+            what = "tables" if kind == "volume" else "/Volumes paths"
+            raise ValueError(f"{_option(keyword)} applies to {what} only, not to {source}")
+    cat = catalog or get_catalog()
+    if kind == "table":
+        return _load_table(
+            _table_name(source, default_catalog),
+            to=to or "spark",
+            columns=list(columns) if columns is not None else None,
+            where=where,
+            limit=limit,
+            version=version,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            seed=seed,
+            monitor=monitor,
+            catalog=cat,
+        )
+    return _load_volume(
+        source,
+        to=to or "loader",
+        decode=decode or "none",
+        batch_size=batch_size,
+        num_workers=num_workers,
+        prefetch_factor=prefetch_factor,
+        shuffle=shuffle,
+        seed=seed,
+        recursive=recursive,
+        cache_dir=cache_dir,
+        monitor=monitor,
+        catalog=cat,
+    )
+
+
+def _table_name(source: str, default_catalog: str) -> str:
+    name = parse_name(source, levels=(2, 3))
+    if len(name.parts) == 2:
+        name = parse_name(default_catalog, levels=(1,)).child(name.parts[0]).child(name.parts[1])
+    return str(name)
+
+
+def _load_table(
+    name: str,
+    *,
+    to: str,
+    columns: list[str] | None,
+    where: str | None,
+    limit: int | None,
+    version: int | None,
+    batch_size: int | None,
+    shuffle: bool,
+    seed: int,
+    monitor: bool,
+    catalog: Catalog,
+) -> Any:
+    _choose(to, TABLE_TARGETS, "tables")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"--limit must be a whole number of rows >= 0, got {limit!r}")
+    if to == "torch":
+        for keyword, value in (("limit", limit), ("monitor", monitor or None)):
+            if value is not None:
+                raise ValueError(f"{_option(keyword)} does not apply to --to torch (a dataset streaming every row)")
+        from uc_jupyter.data import UCTableDataset
+
+        return UCTableDataset(
+            name,
+            columns=columns,
+            filter=where,
+            batch_size=batch_size or 1024,
+            version=version,
+            shuffle=shuffle,
+            seed=seed,
+            catalog=catalog,
+        )
+    for keyword, value in (("batch_size", batch_size), ("shuffle", shuffle or None), ("monitor", monitor or None)):
+        if value is not None:
+            raise ValueError(f"{_option(keyword)} applies to --to torch and to volumes, not to --to {to}")
+    from uc_jupyter.tables import table
+
+    frame = table(name, version=version, catalog=catalog)
+    if columns:
+        frame = frame.select(*columns)
+    if where:
+        frame = frame.where(where)
+    if limit is not None:
+        frame = frame.limit(limit)
+    if to == "spark":
+        return frame
+    if to == "pandas":
+        return frame.toPandas()
+    if to == "numpy":
+        return frame.toPandas().to_numpy()
+    arrow = frame.toArrow()
+    if to == "arrow":
+        return arrow
+    import datasets
+
+    return datasets.Dataset(datasets.table.InMemoryTable(arrow))
+
+
+def _load_volume(
+    path: str,
+    *,
+    to: str,
+    decode: str,
+    batch_size: int | None,
+    num_workers: int | None,
+    prefetch_factor: int | None,
+    shuffle: bool,
+    seed: int,
+    recursive: bool,
+    cache_dir: str | None,
+    monitor: bool,
+    catalog: Catalog,
+) -> Any:
+    _choose(to, VOLUME_TARGETS, "volumes")
+    _choose(decode, DECODERS, "--decode")
+    loader_options = {"batch_size": batch_size, "num_workers": num_workers, "prefetch_factor": prefetch_factor}
+    if to != "loader":
+        for keyword, value in (*loader_options.items(), ("monitor", monitor or None)):
+            if value is not None:
+                raise ValueError(f"{_option(keyword)} applies to --to loader, not to --to {to}")
+    if to == "paths" and decode != "none":
+        raise ValueError("--decode does not apply to --to paths (paths are what is not decoded)")
+    from uc_jupyter.data import DataLoader, UCVolumeDataset, decode_bytes, decode_image, decode_text, map_paths
+
+    dataset = UCVolumeDataset(
+        path, recursive=recursive, shuffle=shuffle, seed=seed, cache_dir=cache_dir, catalog=catalog
+    )
+    if decode != "none":
+        dataset = map_paths(dataset, {"image": decode_image, "text": decode_text, "bytes": decode_bytes}[decode])
+    if to == "paths":
+        return list(dataset)
+    if to == "dataset":
+        return dataset
+    kwargs: dict[str, Any] = {"batch_size": batch_size or DEFAULT_BATCH_SIZE}
+    if num_workers is not None:
+        kwargs["num_workers"] = num_workers
+    if prefetch_factor is not None:
+        kwargs["prefetch_factor"] = prefetch_factor
+    return DataLoader(dataset, monitor=monitor, **kwargs)
+
+
+def _choose(value: str, choices: Sequence[str], what: str) -> None:
+    if value not in choices:
+        label = "--to for " + what if what in ("tables", "volumes") else what
+        raise ValueError(f"{label} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def _option(keyword: str) -> str:
+    return "--" + keyword.replace("_", "-")
