@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from uc_jupyter.distributed import board
 from uc_jupyter.distributed.errors import (
     RankDied,
     RankError,
@@ -250,6 +251,7 @@ class RankPool:
         self._lock = threading.RLock()
         self._busy = False
         self._ids = itertools.count(1)
+        self._number = next(_pool_numbers)
         _live_pools.add(self)
 
     # ---------------------------------------------------------------- lifecycle
@@ -258,11 +260,13 @@ class RankPool:
         with self._lock:
             if self._generation is None:
                 self._generation = self._launch_with_retries()
+                self._announce()
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop every rank (and its children); waits up to ``timeout`` seconds, then kills."""
         with self._lock:
             generation, self._generation = self._generation, None
+            board.withdraw(self._number)
         if generation is not None:
             generation.stop(timeout)
 
@@ -278,6 +282,13 @@ class RankPool:
         ranks = tuple(RankInfo(h.rank, h.process.pid, h.device, h.process.poll() is None) for h in generation.ranks)
         state: Literal["idle", "busy"] = "busy" if self._busy else "idle"
         return PoolStatus(self.size, state, generation.devices, generation.backend, generation.port, ranks)
+
+    def _announce(self) -> None:
+        """Tell the JupyterLab status item (through a status file) what this pool is doing."""
+        if self._generation is None:
+            board.withdraw(self._number)
+        else:
+            board.publish(self._number, self.status())
 
     def __enter__(self) -> RankPool:
         return self
@@ -343,6 +354,7 @@ class RankPool:
             generation = self._generation
             call_id = next(self._ids)
             self._busy = True
+            self._announce()
             try:
                 for handle in generation.ranks:
                     with contextlib.suppress(OSError):  # a dead rank shows up as _Exited below
@@ -352,6 +364,7 @@ class RankPool:
                 self._busy = False
             if outcome.killed or outcome.died:
                 self._generation = None  # the process group is broken: the next call starts afresh
+            self._announce()
         return self._results(outcome, limit)
 
     def _collect(self, generation: _Generation, call_id: int, timeout: float | None, shown: set[int]) -> _Outcome:
@@ -667,6 +680,7 @@ def _listing(ranks: Iterable[int]) -> str:
 
 # ---------------------------------------------------------------- the shared pool
 _live_pools: weakref.WeakSet[RankPool] = weakref.WeakSet()
+_pool_numbers = itertools.count(1)
 _shared: RankPool | None = None
 _shared_lock = threading.Lock()
 
