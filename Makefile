@@ -7,14 +7,29 @@ STAMP := $(VENV)/.installed
 export PIP_NO_INPUT := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint bench lab clean java
+.PHONY: demo test lint bench lab clean java chromium labextension
+
+# The JupyterLab extension: TypeScript in labextension/, built into uc_jupyter/labextension (the
+# install step's build hook builds it once; it is rebuilt here when its sources change). The venv's
+# share/jupyter/labextensions/uc-jupyter-labextension links to that build, so JupyterLab sees it.
+LABEXT_BUILD := uc_jupyter/labextension/package.json
+LABEXT_SOURCES := $(wildcard labextension/src/*.ts labextension/style/*) labextension/package.json \
+	labextension/yarn.lock labextension/tsconfig.json
+JLPM := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" "$(CURDIR)/$(VENV)/bin/jlpm"
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "uc_jupyter needs Python >= 3.10; set PYTHON=/path/to/python3.x")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(VENV)/bin/jupyter-builder develop --overwrite . >/dev/null
 	@touch $(STAMP)
+
+$(LABEXT_BUILD): $(LABEXT_SOURCES) | $(STAMP)
+	cd labextension && $(JLPM) install && $(JLPM) build
+	@touch $@
+
+labextension: $(LABEXT_BUILD)
 
 # Spark Connect (tables) needs Java 17; as root on a fresh Debian machine it is installed here.
 java:
@@ -23,20 +38,27 @@ java:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; \
 	  else echo "Java 17 is needed for Spark Connect: install openjdk-17-jre-headless"; exit 1; fi; }
 
-demo: $(STAMP) java
+# The browser tests (ui-tests/) drive Debian's chromium; as root it is installed here (no browser downloads).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else echo "chromium is needed for the browser tests: install it (apt-get install chromium)"; exit 1; fi; }
+
+demo: $(STAMP) labextension java
 	$(VENV)/bin/uc-jupyter demo init
 	$(PY) -m uc_jupyter.demo
 
-lint: $(STAMP)
+lint: $(STAMP) labextension
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: lint java
+test: lint java chromium
 	$(VENV)/bin/pytest
 
 # The tutorials in JupyterLab, on the demo catalog (root needs --allow-root, e.g. in containers).
-lab: $(STAMP)
+lab: $(STAMP) labextension
 	$(VENV)/bin/uc-jupyter demo init
 	$(VENV)/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
@@ -44,4 +66,5 @@ bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache uc_jupyter/labextension \
+	  labextension/node_modules labextension/lib labextension/lib-test labextension/.yarn labextension/*.tsbuildinfo

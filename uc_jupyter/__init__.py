@@ -21,6 +21,11 @@ __all__ = ["__version__", "load", "load_ipython_extension", "unload_ipython_exte
 __getattr__ = lazy_attributes("uc_jupyter", {"load": "uc_jupyter.loading"})
 
 
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where JupyterLab finds the built extension (``jupyter labextension develop``)."""
+    return [{"src": "labextension", "dest": "uc-jupyter-labextension"}]
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext uc_jupyter``: register the magics and the ``%uc_load`` completer."""
     from uc_jupyter.jupyter.extension import register

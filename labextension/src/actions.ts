@@ -1,0 +1,128 @@
+/**
+ * The catalog's context actions: "Insert %uc_load" puts `%uc_load <name or path>` into the active
+ * cell of the current notebook (at the cursor; on a new line when the cursor's line has content),
+ * "Copy name" copies the full name or path, "Refresh catalog" reloads the tree. Each is a command
+ * (in the tree's context menu and the command palette) that takes an optional `id` argument, the
+ * `data-uc-id` of a tree row; without it, the row right-clicked or else the selected row.
+ */
+import { JupyterFrontEnd } from '@jupyterlab/application';
+import { Clipboard, ICommandPalette, Notification } from '@jupyterlab/apputils';
+import { INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
+import { copyIcon, refreshIcon } from '@jupyterlab/ui-components';
+
+import { copyText, ITreeNode, loadTarget } from './catalogModel';
+import { CatalogBrowser, ITEM_CLASS } from './catalogView';
+import { insertionEdit, loadLine } from './loadLine';
+
+export const CommandIDs = {
+  insertLoad: 'uc-jupyter:insert-uc-load',
+  copyName: 'uc-jupyter:copy-name',
+  refresh: 'uc-jupyter:refresh-catalog',
+  show: 'uc-jupyter:show-catalog'
+} as const;
+
+/** Puts `line` into the current notebook's active cell; false when no notebook is open. */
+export function insertIntoNotebook(app: JupyterFrontEnd, tracker: INotebookTracker, line: string): boolean {
+  const panel = tracker.currentWidget;
+  if (!panel) {
+    return false;
+  }
+  const notebook = panel.content;
+  if (!notebook.activeCell || notebook.activeCell.model.type !== 'code') {
+    NotebookActions.insertBelow(notebook);
+    if (notebook.activeCell && notebook.activeCell.model.type !== 'code') {
+      NotebookActions.changeCellType(notebook, 'code');
+    }
+  }
+  const cell = notebook.activeCell;
+  if (!cell) {
+    return false;
+  }
+  const source = cell.model.sharedModel.getSource();
+  const editor = cell.editor;
+  const offset = editor ? editor.getOffsetAt(editor.getCursorPosition()) : source.length;
+  const edit = insertionEdit(source, offset, line);
+  cell.model.sharedModel.updateSource(edit.start, edit.end, edit.text);
+  app.shell.activateById(panel.id);
+  notebook.mode = 'edit';
+  const position = editor?.getPositionAt(edit.cursor);
+  if (editor && position) {
+    editor.setCursorPosition(position);
+    editor.focus();
+  }
+  return true;
+}
+
+export function addCatalogActions(
+  app: JupyterFrontEnd,
+  browser: CatalogBrowser,
+  tracker: INotebookTracker,
+  palette: ICommandPalette | null
+): void {
+  const { commands } = app;
+  const model = browser.model;
+
+  const target = (args: { id?: unknown }): ITreeNode | null => {
+    if (typeof args.id === 'string') {
+      return model.find(args.id);
+    }
+    const row = app.contextMenuHitTest(node => node.classList.contains(ITEM_CLASS));
+    return (row ? browser.nodeOf(row) : null) ?? model.selected;
+  };
+
+  commands.addCommand(CommandIDs.insertLoad, {
+    label: 'Insert %uc_load',
+    caption: 'Insert a %uc_load line for this table or volume path into the active notebook cell',
+    isEnabled: args => {
+      const node = target(args);
+      return node !== null && loadTarget(node) !== null && tracker.currentWidget !== null;
+    },
+    execute: args => {
+      const node = target(args);
+      const source = node ? loadTarget(node) : null;
+      if (source === null) {
+        Notification.warning('Select a table, volume, folder or file in the catalog first.', { autoClose: 5000 });
+        return;
+      }
+      if (!insertIntoNotebook(app, tracker, loadLine(source))) {
+        Notification.warning('Open a notebook first: %uc_load goes into its active cell.', { autoClose: 5000 });
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.copyName, {
+    label: 'Copy name',
+    caption: 'Copy the full name or the path',
+    icon: copyIcon,
+    isEnabled: args => target(args) !== null,
+    execute: args => {
+      const node = target(args);
+      if (node) {
+        Clipboard.copyToSystem(copyText(node));
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.refresh, {
+    label: 'Refresh catalog',
+    caption: 'List the catalogs again and reopen what was open',
+    icon: refreshIcon,
+    execute: () => model.refresh()
+  });
+
+  commands.addCommand(CommandIDs.show, {
+    label: 'Show Unity Catalog browser',
+    execute: () => app.shell.activateById(browser.id)
+  });
+
+  const selector = `#${browser.id} .${ITEM_CLASS}`;
+  app.contextMenu.addItem({ command: CommandIDs.insertLoad, selector, rank: 1 });
+  app.contextMenu.addItem({ command: CommandIDs.copyName, selector, rank: 2 });
+  app.contextMenu.addItem({ command: CommandIDs.refresh, selector: `#${browser.id}`, rank: 10 });
+
+  if (palette) {
+    const category = 'Unity Catalog';
+    palette.addItem({ command: CommandIDs.show, category });
+    palette.addItem({ command: CommandIDs.refresh, category });
+  }
+}
