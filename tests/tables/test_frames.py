@@ -5,16 +5,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from uc_jupyter.catalog import NotFound, PermissionDenied
 from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.tables import table, to_numpy, to_pandas
+from uc_jupyter.tables import get_spark, table, to_numpy, to_pandas
 from uc_jupyter.tables.spark import SparkUnavailable, local_server
 from uc_jupyter.testing.deletion_vectors import delete_with_deletion_vector
 
@@ -95,3 +97,38 @@ def test_a_missing_column_fails_where_it_is_named(catalog: LocalCatalog, spark_r
     with pytest.raises(AnalysisException, match="missing"):
         frame.where("id > 3").select("x").filter("missing > 1")
     assert frame.select("id").where("id < 3").count() == 3  # chains of valid calls still work
+
+
+def test_a_table_the_session_catalog_knows_is_read_with_spark_table(
+    catalog: LocalCatalog, spark_remote: str, tmp_path: Path
+) -> None:
+    """``spark_catalog.default.shared`` is a Delta table in our catalog and a Parquet table in the
+    Spark session's own catalog (as on a Unity-Catalog-enabled Spark, where both name one table);
+    the two hold different rows here, so the rows tell which one was read."""
+    from pyspark.errors import AnalysisException
+
+    catalog.create_catalog("spark_catalog")
+    catalog.create_schema("spark_catalog.default")
+    catalog.create_table("spark_catalog.default.shared", pa.table({"id": [1, 2, 3], "x": [0.5, 1.5, 2.5]}))
+    folder = tmp_path / "session_table"
+    folder.mkdir()
+    pq.write_table(pa.table({"id": [7, 8], "x": [7.0, 8.0]}), folder / "part-0.parquet")
+    spark = get_spark(progress=lambda _line: None)
+    spark.sql(f"CREATE TABLE spark_catalog.default.shared (id BIGINT, x DOUBLE) USING parquet LOCATION '{folder}'")
+    try:
+        frame = table("spark_catalog.default.shared")
+        assert frame.inputFiles() == [(folder / "part-0.parquet").as_uri()]
+        assert sorted(row["id"] for row in frame.collect()) == [7, 8]
+        with pytest.raises(AnalysisException, match="nope"):
+            frame.select("id", "nope")
+        # Parquet cannot travel in time: the version comes from the Delta files, as for any table.
+        assert sorted(row["id"] for row in table("spark_catalog.default.shared", version=0).collect()) == [1, 2, 3]
+        now = datetime.now(timezone.utc)
+        assert table("spark_catalog.default.shared", timestamp=now).count() == 3
+        catalog.create_principal("bob")
+        catalog.grant("spark_catalog", "USE CATALOG", "bob")
+        catalog.grant("spark_catalog.default", "USE SCHEMA", "bob")
+        with catalog.as_principal("bob"), pytest.raises(PermissionDenied, match="bob lacks SELECT"):
+            table("spark_catalog.default.shared")  # our catalog still decides who may read
+    finally:
+        spark.sql("DROP TABLE IF EXISTS spark_catalog.default.shared")

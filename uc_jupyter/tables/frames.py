@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["table", "to_numpy", "to_pandas"]
 
 _registered: set[int] = set()
+_parallelism_by_session: dict[int, dict[str, str]] = {}
 
 
 def table(
@@ -34,11 +36,22 @@ def table(
     spark: SparkSession | None = None,
     catalog: Catalog | None = None,
 ) -> DataFrame:
-    """The Delta table ``name`` as a Spark DataFrame, pinned to one version.
+    """The Delta table ``name`` as a Spark DataFrame.
 
-    SELECT is checked, a missing table raises ``NotFound`` and the plan is analysed here, so
-    mistakes surface now rather than at the first action. ``version`` or ``timestamp`` travel in
-    time. Read through :class:`~uc_jupyter.tables.delta_source.DeltaSource` (no Delta jars needed).
+    SELECT is checked through our catalog, a missing table raises ``NotFound`` and the plan is
+    analysed here, so mistakes surface now rather than at the first action. ``version`` or
+    ``timestamp`` travel in time.
+
+    When the Spark session's own catalog knows ``name`` too (a Unity-Catalog-enabled Spark), the
+    frame is ``spark.table(name)``, which that catalog resolves at each action, and time travel is
+    its ``VERSION AS OF``/``TIMESTAMP AS OF``. Otherwise, and for time travel on a session table
+    that cannot do it, the Delta files are read through
+    :class:`~uc_jupyter.tables.delta_source.DeltaSource` (no Delta jars needed), pinned to the
+    version current when ``table()`` was called.
+
+    Example:
+        >>> frame = table("main.ml.iris", version=3)                      # doctest: +SKIP
+        >>> frame.where("label = 1").select("sepal_length").toPandas()    # doctest: +SKIP
     """
     from uc_jupyter.tables.delta import open_delta
     from uc_jupyter.tables.spark import get_spark
@@ -47,19 +60,61 @@ def table(
         raise ValueError("give version or timestamp, not both")
     cat = catalog or get_catalog()
     resolved = cat.resolve_table(name)
+    session = spark or get_spark()
+    full_name = resolved.table.full_name
+    if _session_knows(session, full_name):
+        native = _session_table(session, full_name, version, timestamp)
+        if native is not None:
+            return native
     snapshot = open_delta(name, version=version, catalog=cat)
     if timestamp is not None:
         snapshot.load_as_version(timestamp)
-    session = spark or get_spark()
     _register(session)
     frame = (
         session.read.format("uc_delta")
         .option("path", delta_uri(resolved.storage_location))
         .option("version", str(snapshot.version()))
         .option("storage_options", json.dumps(resolved.storage_options or {}))
+        .options(**_parallelism(session))
         .load()
     )
     return _checked(frame)
+
+
+def _session_knows(session: SparkSession, name: str) -> bool:
+    """Whether the session's own catalog has a table ``name`` (the three-part name, quoted)."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        return bool(session.catalog.tableExists(name))
+    except AnalysisException:
+        # A catalog the session does not have reads as a namespace of its session catalog, which
+        # Spark refuses (REQUIRES_SINGLE_PART_NAMESPACE): the session does not know the table.
+        return False
+
+
+def _session_table(
+    session: SparkSession, name: str, version: int | None, timestamp: str | datetime | None
+) -> DataFrame | None:
+    """``name`` read through the session's catalog, travelling in time with SQL; None when that
+    table cannot travel in time (it is not Delta there), so the caller reads the Delta files."""
+    from pyspark.errors import AnalysisException
+
+    if version is None and timestamp is None:
+        return _checked(session.table(name))
+    if version is not None:
+        clause = f"VERSION AS OF {int(version)}"
+    else:
+        moment = timestamp.isoformat() if isinstance(timestamp, datetime) else str(timestamp)
+        if isinstance(timestamp, datetime) and timestamp.tzinfo is None:
+            moment += "+00:00"  # naive means UTC, as for the Delta files
+        clause = "TIMESTAMP AS OF '" + moment.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    try:
+        return _checked(session.sql(f"SELECT * FROM {name} {clause}"))
+    except AnalysisException as exc:
+        if (exc.getCondition() or "").startswith("UNSUPPORTED_FEATURE.TIME_TRAVEL"):
+            return None
+        raise
 
 
 def to_pandas(frame: DataFrame) -> pd.DataFrame:
@@ -102,15 +157,31 @@ def _checked(frame: DataFrame) -> DataFrame:
     return frame
 
 
+def _parallelism(session: SparkSession) -> dict[str, str]:
+    """``{"parallelism": N}`` with N the splits Spark gives a leaf scan (its task slots), asked once
+    per session; ``{}`` when the plan does not say. The data source plans where it cannot ask, and
+    the CPUs it sees there can be many more than the slots (the local server is ``local[2]``):
+    pieces of a file beyond the slots only queue, each decoding row groups its neighbours decode too."""
+    key = id(session)
+    if key not in _parallelism_by_session:
+        # The physical plan of a range without a split count shows Spark's leaf-node default parallelism.
+        row = session.sql("EXPLAIN SELECT id FROM range(1)").first()
+        plan = str(row[0]) if row is not None else ""
+        found = re.search(r"splits=(\d+)", plan)
+        _parallelism_by_session[key] = {"parallelism": found.group(1)} if found else {}
+    return _parallelism_by_session[key]
+
+
 def _register(session: SparkSession) -> None:
     """Register the data source once per session; ship it by value so a remote server needs only
     deltalake and pyarrow, not uc_jupyter."""
     if id(session) in _registered:
         return
-    import cloudpickle
+    # pyspark pickles with its own copy of cloudpickle: the module must be registered with that one.
+    from pyspark import cloudpickle
 
     from uc_jupyter.tables import delta_source
 
-    cloudpickle.register_pickle_by_value(delta_source)
+    cloudpickle.register_pickle_by_value(delta_source)  # type: ignore[no-untyped-call]  # pyspark's copy has no hints
     session.dataSource.register(delta_source.DeltaSource)
     _registered.add(id(session))

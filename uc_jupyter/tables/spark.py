@@ -89,7 +89,7 @@ def local_server(progress: Callable[[str], object] = print) -> LocalServer:
         log_dir = folder / "logs"
         progress(f"starting a local Spark Connect server on 127.0.0.1:{port} (log: {log_dir}) ...")
         subprocess.run(
-            [str(_spark_home() / "sbin" / "start-connect-server.sh"), *_server_args(port)],
+            [str(_spark_home() / "sbin" / "start-connect-server.sh"), *_server_args(port, folder)],
             env=_server_env(folder, port),
             check=True,
             stdin=subprocess.DEVNULL,
@@ -130,9 +130,11 @@ def stop_local_server(timeout: float = 60.0) -> bool:
         return True
 
 
-def _server_args(port: int) -> list[str]:
+def _server_args(port: int, folder: Path) -> list[str]:
     confs = {
         "spark.connect.grpc.binding.address": "127.0.0.1",
+        # Tables made in the session catalog go here, not into whatever folder the first kernel ran in.
+        "spark.sql.warehouse.dir": str(folder / "warehouse"),
         "spark.connect.grpc.binding.port": str(port),
         "spark.ui.enabled": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
