@@ -37,9 +37,10 @@ def test_python_package_points_jupyterlab_at_the_build(labext: Labext) -> None:
     assert (labext.repo / "uc_jupyter" / paths[0]["src"] / "package.json").is_file()
 
 
-def test_jupyterlab_lists_the_extension_enabled_and_ok(labext: Labext) -> None:
+def jupyter(labext: Labext, *args: str) -> str:
+    """What the venv's ``jupyter *args`` prints (both streams, colours removed)."""
     result = subprocess.run(
-        [str(labext.bin / "jupyter"), "labextension", "list"],
+        [str(labext.bin / "jupyter"), *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -47,7 +48,11 @@ def test_jupyterlab_lists_the_extension_enabled_and_ok(labext: Labext) -> None:
         stdin=subprocess.DEVNULL,
         check=True,
     )
-    listing = ANSI.sub("", result.stdout + result.stderr)
+    return ANSI.sub("", result.stdout + result.stderr)
+
+
+def test_jupyterlab_lists_the_extension_enabled_and_ok(labext: Labext) -> None:
+    listing = jupyter(labext, "labextension", "list")
     line = next((row for row in listing.splitlines() if labext.name in row), None)
     assert line is not None, listing
     assert re.search(rf"{labext.name} v{re.escape(uc_jupyter.__version__)} enabled\s+OK", line), line
@@ -58,16 +63,7 @@ def test_the_server_extension_config_is_installed_and_enabled(labext: Labext) ->
     assert config == {"ServerApp": {"jpserver_extensions": {"uc_jupyter.server": True}}}
     installed = labext.bin.parent / "etc" / "jupyter" / "jupyter_server_config.d" / "uc_jupyter.json"
     assert json.loads(installed.read_text()) == config
-    result = subprocess.run(
-        [str(labext.bin / "jupyter"), "server", "extension", "list"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=labext.env(),
-        stdin=subprocess.DEVNULL,
-        check=True,
-    )
-    listing = ANSI.sub("", result.stdout + result.stderr)
+    listing = jupyter(labext, "server", "extension", "list")
     assert re.search(r"uc_jupyter\.server\s+enabled", listing), listing
 
 
