@@ -25,20 +25,23 @@ import numpy as np
 import pyarrow as pa
 
 
-def best_of(repeat: int, run: Callable[[], int]) -> tuple[float, int]:
-    """Median seconds over ``repeat`` runs, and the rows the run saw."""
-    times, rows = [], 0
+def interleaved(repeat: int, cases: dict[str, Callable[[], int]]) -> dict[str, tuple[float, int]]:
+    """Median seconds per case over ``repeat`` rounds, each round running every case once in turn, so
+    a busy spell of the machine weighs on all cases alike; and the rows each case saw."""
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    rows: dict[str, int] = {}
     for _ in range(repeat):
-        start = time.perf_counter()
-        rows = run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), rows
+        for name, run in cases.items():
+            start = time.perf_counter()
+            rows[name] = run()
+            times[name].append(time.perf_counter() - start)
+    return {name: (statistics.median(times[name]), rows[name]) for name in cases}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as home:
         os.environ["UC_JUPYTER_HOME"] = home
@@ -74,7 +77,7 @@ def main() -> None:
             }
             for run in cases.values():  # warm-up: JVM, Python workers, page cache
                 run()
-            results = {name: best_of(args.repeat, run) for name, run in cases.items()}
+            results = interleaved(args.repeat, cases)
         finally:
             stop_local_server()
         print(f"{args.rows} rows x 10 columns, median of {args.repeat}")
