@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from uc_jupyter.data.cache import CacheBudgetError, CachedFile, FileCache
+from uc_jupyter.data.cache import CacheBudgetError, CachedFile, FileCache, Ticket
 from uc_jupyter.testing.s3_server import S3TestServer
 
 
@@ -76,6 +76,7 @@ def test_a_changed_remote_file_has_a_new_key() -> None:
     assert FileCache.key("s3://b/a", 10, "etag1") != FileCache.key("s3://b/a", 10, "etag2")
     assert FileCache.key("s3://b/a", 10, "etag1") != FileCache.key("s3://b/a", 11, "etag1")
     assert FileCache.key("s3://b/a", 10, "etag1") == FileCache.key("s3://b/a", 10, "etag1")
+    assert FileCache.key("s3://b/a", 10, "etag1") == FileCache.key_digest("s3://b/a", 10, "etag1").hex()
 
 
 def test_a_failed_download_leaves_nothing_behind(cache: FileCache) -> None:
@@ -292,3 +293,86 @@ def test_a_download_killed_midway_leaves_no_visible_file(tmp_path: Path, s3_serv
     )
     assert Path(got.path).stat().st_size == 2_000_000
     cache.release(got)
+
+
+# ----------------------------------------------------------------- reservations in batches
+
+
+def test_reserve_hands_out_room_in_order_and_names_busy_and_present_files(cache: FileCache) -> None:
+    present = get(cache, "present", b"p" * 100)
+    cache.release(present)
+    wanted = [(FileCache.key(f"s3://b/w{i}", 3000, "v"), 3000, f"w{i}") for i in range(4)]
+    small = (FileCache.key("s3://b/small", 10, "v"), 10, "small")
+    first = cache.reserve([(present.key, 100, "present"), *wanted, small], group="g")
+    # Budget 10 000, 9000 of it for resident files: two files are kept, the third streams through
+    # the headroom, the fourth has no room, and neither has the small one after it (room goes in order).
+    assert first[0] == "present"
+    tickets = [t for t in first[1:4] if isinstance(t, Ticket)]
+    assert [t.resident for t in tickets] == [True, True, False]
+    assert first[4:] == [None, None]
+    assert cache.reserve([wanted[0]], group="g") == ["busy"]  # downloading here already: wait for it
+    for ticket in tickets:
+        Path(ticket.tmp).write_bytes(b"t" * 3000)
+    done = [cache.finish(t) for t in tickets]
+    assert cache.reserve([wanted[0]], group="g") == ["present"]  # in place before it is in the index
+    assert cache.stats().entries == 3  # stats() enters finished downloads first
+    for got in done:
+        cache.release(got)
+    assert (cache.stats().resident_bytes, cache.stats().in_flight_bytes) == (6100, 0)
+    (streamed,) = cache.reserve([wanted[3]], group="g")
+    assert isinstance(streamed, Ticket)
+    assert not streamed.resident
+    cache.abort(streamed)
+    assert cache.stats().in_flight_bytes == 0
+
+
+def _finish_then_die(root: str) -> None:
+    cache = FileCache(root, max_bytes=10**6, min_free_bytes=0)
+    (ticket,) = cache.reserve([(FileCache.key("s3://b/x", 5, "v"), 5, "x.bin")], group="g")
+    assert isinstance(ticket, Ticket)
+    Path(ticket.tmp).write_bytes(b"12345")
+    cache.finish(ticket)  # in place, not yet in the index
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_killed_process_s_finished_download_is_adopted(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    process = multiprocessing.get_context("spawn").Process(target=_finish_then_die, args=(str(root),))
+    process.start()
+    process.join(60)
+    assert process.exitcode == -signal.SIGKILL
+    cache = FileCache(root, max_bytes=10**6, min_free_bytes=0)  # reclaims what the dead one left
+    stats = cache.stats()
+    assert (stats.resident_bytes, stats.in_flight_bytes, stats.entries) == (5, 0, 1)
+    got = cache.lookup(FileCache.key("s3://b/x", 5, "v"), 5, name="x.bin")
+    assert got is not None
+    assert Path(got.path).read_bytes() == b"12345"
+    cache.release(got)
+
+
+def _pin_until_told(root: str, key: str, pinned: Any, go: Any) -> None:
+    cache = FileCache(root, max_bytes=10**6, min_free_bytes=0)
+    got = cache.lookup(key, 4, name="p.txt")
+    pinned.set()
+    go.wait(60)
+    assert got is not None
+    cache.release(got)
+
+
+def test_a_file_pinned_by_another_process_is_not_evicted(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    cache = FileCache(root, max_bytes=10**6, min_free_bytes=0)
+    first = get(cache, "p.txt", b"pinn")
+    cache.release(first)
+    context = multiprocessing.get_context("spawn")
+    pinned, go = context.Event(), context.Event()
+    process = context.Process(target=_pin_until_told, args=(str(root), first.key, pinned, go))
+    process.start()
+    try:
+        assert pinned.wait(60)
+        assert cache.clear() == 0
+        assert Path(first.path).read_bytes() == b"pinn"
+    finally:
+        go.set()
+        process.join(60)
+    assert cache.clear() == 1  # released by the other process: evictable now

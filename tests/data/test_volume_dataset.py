@@ -18,6 +18,7 @@ from uc_jupyter.catalog import InvalidName, NotFound, PermissionDenied
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.data import UCVolumeDataset
 from uc_jupyter.data.remote import RetryPolicy, VolumeReadError
+from uc_jupyter.data.s3_reader import reader_for
 from uc_jupyter.processes import free_port
 from uc_jupyter.testing.s3_server import S3TestServer
 
@@ -395,3 +396,32 @@ def test_labelled_folder_yields_labels_and_skips_top_level_files(s3_volume: Volu
     assert dataset.classes == ("cat", "dog")
     assert [label for _, label in dataset] == [0, 0, 1, 1, 1]
     assert os.path.basename(path) == "remote"
+
+
+@pytest.mark.parametrize("extra", [{}, {"version_aware": False}], ids=["lean-reader", "s3fs"])
+def test_s3_volumes_read_alike_through_the_lean_reader_and_s3fs(
+    s3_volume: Volume, s3: S3TestServer, extra: dict[str, Any]
+) -> None:
+    """Options the lean reader does not implement send a volume through s3fs; both read the same."""
+    assert (reader_for("s3://b/p", {**s3.storage_options, **extra}) is None) == bool(extra)
+    path, folder = s3_volume(**extra)
+    files = write_files(folder, 30, size=300, sub="a/")
+    dataset = UCVolumeDataset(path, recursive=True, shuffle=True, cache_max_bytes=10**6, min_free_bytes=0)
+    items = loader_items(dataset, 2, "fork")
+    assert sorted(read_all(items)) == sorted(files.values())
+    assert s3.stats()["requests"]["GET"] == 30
+    assert sorted(read_all(list(dataset))) == sorted(files.values())  # the second pass hits
+    assert s3.stats()["requests"]["GET"] == 30
+
+
+def test_cache_never_streams_every_file_through_and_keeps_none(s3_volume: Volume, s3: S3TestServer) -> None:
+    path, folder = s3_volume()
+    files = write_files(folder, 20, size=200)
+    dataset = UCVolumeDataset(path, cache="never", cache_max_bytes=10**6, min_free_bytes=0, transform=read_bytes)
+    assert list(dataset) == [files[k] for k in sorted(files)]
+    assert list(dataset) == [files[k] for k in sorted(files)]
+    assert s3.stats()["requests"]["GET"] == 40  # nothing kept: the second pass downloads again
+    stats = dataset.stats()
+    assert stats.cache is not None
+    assert (stats.cache.resident_bytes, stats.cache.in_flight_bytes, stats.cache.entries) == (0, 0, 0)
+    assert (stats.streams[0].misses, stats.streams[0].streamed) == (40, 40)

@@ -2,22 +2,30 @@
 
 Layout under ``root`` (default ``$UC_JUPYTER_HOME/cache``)::
 
-    index.db          entries (key, size, group) and the byte ledger (SQLite, WAL)
+    index.db          entries (key, size, group), reservations and the byte ledger (SQLite, WAL)
     objects/ab/<key>  resident files
     tmp/              partial downloads: ``<key>.<pid>.<n>``, renamed into place when complete
     stream/<pid>/     files streamed past a full cache, deleted on release
-    pins/<pid>/       hard links that keep a handed-out file alive until released
-    locks/ab/<key>    per-key lock files: one download per key, waiters reuse the winner's copy
 
 Why it is built this way:
 
-- A hit costs two system calls and no lock: ``os.link`` of the object into ``pins/`` both checks
-  that the object exists and pins it, so the path handed out stays valid until ``release`` even if
-  the object is evicted meanwhile (the link keeps the inode alive).
+- A hit costs three system calls and no lock file, no index access: the object is opened and
+  share-locked (``flock``), which both checks that it exists and pins it. Eviction takes an
+  exclusive lock without waiting and skips files it cannot lock, so the path handed out stays valid
+  until ``release`` closes the descriptor (or the pinning process ends: the kernel drops its locks,
+  nothing is left to reclaim). A file used within a tenth of the grace period is not touched again.
+- One download per key, across processes, without a lock file per key: a resident download is
+  reserved in the index under its key (the *claim*), and the reservation transaction first looks for
+  a live claim on the key and for the object on disk; a second asker waits for the claimant's copy.
+  The claim is given up only after the object was renamed into place, so an asker sees one or the
+  other. A dead claimant's claim is taken back (its finished object is adopted into the index).
 - Downloads go to ``tmp/`` and are renamed into place, so a reader never sees a partial file, even
   after ``kill -9``; the dead process's temporary files and reservations are reclaimed later.
 - The byte budget and the free-disk floor are checked, under the index's write lock, *before* a
-  download starts, with the download's size reserved; they are never crossed.
+  download starts, with the download's size reserved; they are never crossed. Several downloads
+  can be reserved in one transaction (:meth:`FileCache.reserve`), and finished ones are entered into
+  the index in batches (:meth:`FileCache.flush`): until then they stay counted as reserved, so the
+  ledger never undercounts what is on disk.
 - Eviction knows scans: files of the requesting group (one dataset's listing) never evict each
   other. Once the budget is full, the group keeps its resident set and further files stream through
   ``stream/``, so every later epoch re-downloads only what does not fit (an LRU cache would evict
@@ -37,42 +45,70 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import itertools
 import os
 import shutil
 import sqlite3
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from uc_jupyter.processes import alive
 from uc_jupyter.sqlite_store import SqliteStore
 
-__all__ = ["CacheBudgetError", "CacheStats", "CachedFile", "FileCache", "default_cache_dir"]
+__all__ = ["CacheBudgetError", "CacheStats", "CachedFile", "FileCache", "Ticket", "default_cache_dir"]
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS entries ("
     " key TEXT PRIMARY KEY, size INTEGER NOT NULL, grp TEXT NOT NULL, path TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS entries_grp ON entries(grp)",
-    "CREATE TABLE IF NOT EXISTS reservations ("
-    " id INTEGER PRIMARY KEY, pid INTEGER NOT NULL, key TEXT NOT NULL, size INTEGER NOT NULL)",
+    # resident = 1: the download will be kept, and claims its key (one downloader per key).
+    "CREATE TABLE IF NOT EXISTS reservations (id INTEGER PRIMARY KEY, pid INTEGER NOT NULL,"
+    " key TEXT NOT NULL, size INTEGER NOT NULL, resident INTEGER NOT NULL, grp TEXT NOT NULL, path TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS reservations_key ON reservations(key)",
     "CREATE TABLE IF NOT EXISTS ledger (id INTEGER PRIMARY KEY CHECK (id = 1),"
     " resident INTEGER NOT NULL, reserved INTEGER NOT NULL, evictions INTEGER NOT NULL)",
     "INSERT OR IGNORE INTO ledger VALUES (1, 0, 0, 0)",
 )
 _BUSY_TIMEOUT_S = 60.0
-_FORMAT = "2"  # bump when the layout or index changes: an older cache is emptied, not misread
-_FOLDERS = ("objects", "tmp", "stream", "pins", "locks")
-# Names of pins, streamed and temporary files: unique within a process (whose pid names the folder),
-# whichever FileCache object made them.
+_FORMAT = "3"  # bump when the layout or index changes: an older cache is emptied, not misread
+_FOLDERS = ("objects", "tmp", "stream")
+_OLD_FOLDERS = ("pins", "locks")  # of earlier formats
+# Names of streamed and temporary files: unique within a process (whose pid names them), whichever
+# FileCache object made them.
 _SEQUENCE = itertools.count()
+_FLUSH_COUNT = 32  # finished downloads entered into the index in one transaction...
+_FLUSH_SECONDS = 0.25  # ...or sooner, once the oldest has waited this long
+_TOUCH_FRACTION = 0.1  # a hit re-touches a file (for recency) only when older than this part of the grace
 
 
 class CacheBudgetError(OSError):
     """A file cannot be cached without crossing the byte budget or the free-disk floor."""
+
+
+class _Pin:
+    """A share-locked descriptor of a resident file: while it is open, eviction skips the file."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def release(self) -> None:
+        """Close the descriptor (idempotent: the number may belong to another file afterwards)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:  # a CachedFile dropped without release() still unpins
+        with contextlib.suppress(OSError):  # never raise from a finaliser
+            self.release()
 
 
 @dataclass(frozen=True)
@@ -86,7 +122,21 @@ class CachedFile:
     resident: bool  # False: streamed past a full cache, deleted on release
     downloaded: bool  # True when this call fetched it
     reservation: int | None = None  # the budget a streamed file holds
-    pin: str | None = None  # the hard link that keeps a resident file from eviction
+    pin: _Pin | None = None  # the share lock that keeps a resident file from eviction
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """Room reserved for one download (see :meth:`FileCache.reserve`): write the file to ``tmp``,
+    then hand the ticket to :meth:`FileCache.finish`, or to :meth:`FileCache.abort` on failure."""
+
+    key: str
+    size: int
+    name: str
+    group: str
+    resident: bool  # False: the file will be streamed through, not kept
+    reservation: int
+    tmp: str
 
 
 @dataclass(frozen=True)
@@ -127,7 +177,8 @@ class FileCache:
         min_free_bytes: never let the disk's free space fall below this (default 10% of the disk).
         headroom: the fraction of the budget kept for files streamed past a full cache.
         grace_seconds: files of other groups used more recently than this are not evicted.
-        wait_seconds: how long a download waits for room before CacheBudgetError.
+        wait_seconds: how long a download waits for room (or for another process's download of
+            the same file) before CacheBudgetError (or before streaming its own copy).
         starve_seconds: after waiting this long, unpinned resident files of any group are evicted
             to make room (files in flight elsewhere may be waiting on this one).
         clock, sleep: injected time for tests.
@@ -165,25 +216,32 @@ class FileCache:
         self.wait_seconds = wait_seconds
         self.starve_seconds = starve_seconds
         self._clock, self._sleep = clock, sleep
-        self._pid_dirs: dict[str, Path] = {}
+        self._base = str(self.root)  # string paths on the hot paths: pathlib costs more than the syscalls
+        self._local = _ProcessState()
         self._store = SqliteStore(self.root / "index.db", schema=_SCHEMA, busy_timeout=_BUSY_TIMEOUT_S)
         self.reclaim_dead()
 
     def __getstate__(self) -> dict[str, object]:  # travels to DataLoader workers and ranks
         state = self.__dict__.copy()
-        state.pop("_pid_dirs")
+        state.pop("_local")
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
-        self._pid_dirs = {}
+        self._local = _ProcessState()
 
     # ---------------------------------------------------------------- public
     @staticmethod
     def key(url: str, size: int | None, version: str | None) -> str:
         """The cache key of a remote file: its URL plus size and ETag or modification time, so a
         changed remote file gets a new key and is fetched again."""
-        return hashlib.sha256(f"{url}\x00{size}\x00{version}".encode()).hexdigest()
+        return FileCache.key_digest(url, size, version).hex()
+
+    @staticmethod
+    def key_digest(url: str, size: int | None, version: str | None) -> bytes:
+        """:meth:`key` as 32 raw bytes (``key == key_digest(...).hex()``): compact enough to keep
+        for every file of a large listing."""
+        return hashlib.sha256(f"{url}\x00{size}\x00{version}".encode()).digest()
 
     def get(
         self,
@@ -195,7 +253,6 @@ class FileCache:
         name: str = "",
         keep: bool = True,
         relieve: Callable[[], object] | None = None,
-        reserve_turn: Callable[[], contextlib.AbstractContextManager[object]] | None = None,
     ) -> CachedFile:
         """Return the file for ``key``, calling ``fetch(tmp_path)`` to download it on a miss.
 
@@ -203,62 +260,122 @@ class FileCache:
         (the remote file's base name) gives the handed-out path its extension. With
         ``keep=False`` a miss is only streamed through, never kept. While the budget is taken by
         files in flight, ``relieve()`` is called so the caller can release files it still holds.
-        On a miss the budget is reserved inside ``reserve_turn()`` (a stream uses it to reserve in
-        delivery order, so the file its consumer waits for is never starved by later ones).
+        While another process or thread downloads the same file, this waits for its copy (for at
+        most ``wait_seconds``; then it streams a copy of its own).
         """
-        hit = self._pin(key, name, size, downloaded=False)
-        if hit is not None:
-            return hit
-        if size > self.max_bytes:
-            raise CacheBudgetError(
-                f"a {size}-byte file cannot fit the cache budget of {self.max_bytes} bytes ({self.root}); "
-                "raise cache_max_bytes"
-            )
-        with self._key_lock(key):
-            hit = self._pin(key, name, size, downloaded=False)  # fetched by another while we waited
+        self._check_size(size)
+        claim = True
+        waited, delay = 0.0, 0.002
+        while True:
+            hit = self.lookup(key, size, name=name)
             if hit is not None:
                 return hit
-            with reserve_turn() if reserve_turn is not None else contextlib.nullcontext():
-                resident, reservation = self._reserve(key, size, group, keep=keep, relieve=relieve)
-            tmp = self.root / "tmp" / f"{key}.{os.getpid()}.{next(_SEQUENCE)}"
-            try:
-                fetch(str(tmp))
-                actual = tmp.stat().st_size
-                if actual != size:
-                    raise OSError(
-                        f"the remote file changed while it was listed: {size} bytes were listed, "
-                        f"{actual} were read; list the folder again"
-                    )
-                if resident:
-                    target = self._object_path(key, name)
-                    target.parent.mkdir(exist_ok=True)
-                    os.replace(tmp, target)
-                    self._commit(key, size, group, reservation, target)
-                    fresh = self._pin(key, name, size, downloaded=True)
-                    if fresh is None:  # pragma: no cover - the key lock keeps the object in place
-                        raise OSError(f"cache object {key} vanished after it was written")
-                    return fresh
-                streamed = self._pid_dir("stream") / f"{next(_SEQUENCE)}{_suffix(name)}"
-                os.replace(tmp, streamed)
-                return CachedFile(key, str(streamed), size, resident=False, downloaded=True, reservation=reservation)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    tmp.unlink()
-                self._cancel(reservation)
-                raise
+            outcome = self._reserve_waiting(key, size, name, group, keep=keep, claim=claim, relieve=relieve)
+            if isinstance(outcome, Ticket):
+                ticket = outcome
+                break
+            if outcome == "busy":
+                if waited >= self.wait_seconds:
+                    claim, keep = False, False  # the claimant seems stuck: do not wait forever
+                self._sleep(delay)
+                waited += delay
+                delay = min(delay * 2, 0.05)
+        try:
+            fetch(ticket.tmp)
+            got = self.finish(ticket)
+        except BaseException:
+            self.abort(ticket)
+            raise
+        self._flush_if_due()
+        return got
 
     def lookup(self, key: str, size: int, *, name: str = "") -> CachedFile | None:
-        """The pinned file for ``key`` when it is cached, else None (no download, no lock)."""
-        return self._pin(key, name, size, downloaded=False)
+        """The pinned file for ``key`` when it is cached, else None (no download, no index access)."""
+        path = self._object_path(key, name)
+        pin = self._pin(path)
+        if pin is None:
+            return None
+        return CachedFile(key, path, size, resident=True, downloaded=False, pin=pin)
+
+    def reserve(
+        self, wanted: Sequence[tuple[str, int, str]], *, group: str, keep: bool = True
+    ) -> list[Ticket | Literal["present", "busy"] | None]:
+        """Reserve room for several downloads ``(key, size, name)`` at once, in order, without waiting.
+
+        For each: a :class:`Ticket` (download to ``ticket.tmp``, then :meth:`finish`), ``"present"``
+        (the file is cached now: :meth:`lookup` it), ``"busy"`` (another process or thread is
+        downloading it: :meth:`get` waits for its copy) or None (no room now). After the first None
+        the rest are None too: room is handed out in order, so that what a consumer needs first is
+        never starved by later files.
+        """
+        for _, size, _ in wanted:
+            self._check_size(size)
+        with self._committing() as pending, self._transaction() as conn:
+            self._commit(conn, pending)  # the same transaction enters finished downloads
+            return self._admit(conn, wanted, group, keep=keep, claim=True, starving=False)
+
+    def finish(self, ticket: Ticket) -> CachedFile:
+        """Put a download in place once ``ticket.tmp`` is complete; the result is pinned. Safe on any
+        thread (no index access: the entry is written by the next :meth:`reserve` or :meth:`flush`).
+
+        Raises:
+            OSError: the file's size differs from the listed size (call :meth:`abort`).
+        """
+        try:
+            actual = os.stat(ticket.tmp).st_size
+        except FileNotFoundError:
+            actual = -1
+        if actual != ticket.size:
+            read = "nothing" if actual < 0 else str(actual)
+            raise OSError(
+                f"the remote file changed while it was listed: {ticket.size} bytes were listed, "
+                f"{read} were read; list the folder again"
+            )
+        if not ticket.resident:
+            streamed = f"{self._pid_dir('stream')}/{next(_SEQUENCE)}{_suffix(ticket.name)}"
+            os.replace(ticket.tmp, streamed)
+            return CachedFile(
+                ticket.key, streamed, ticket.size, resident=False, downloaded=True, reservation=ticket.reservation
+            )
+        target = self._object_path(ticket.key, ticket.name)
+        try:
+            os.replace(ticket.tmp, target)
+        except FileNotFoundError:  # the first object under this prefix
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.replace(ticket.tmp, target)
+        # Nothing can evict it before it is in the index, so this pin cannot miss.
+        pin = self._pin(target)
+        self._queue_commit(ticket, target)
+        if pin is None:  # pragma: no cover - see above
+            raise OSError(f"cache object {ticket.key} vanished after it was written")
+        return CachedFile(ticket.key, target, ticket.size, resident=True, downloaded=True, pin=pin)
+
+    def abort(self, ticket: Ticket) -> None:
+        """Give back a ticket whose download failed or was cancelled."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(ticket.tmp)
+        self._cancel(ticket.reservation)
 
     def release(self, cached: CachedFile) -> None:
         """The consumer is done with ``cached``: unpin it, or delete a streamed file."""
+        if cached.resident:
+            if cached.pin is not None:
+                cached.pin.release()
+            return
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(cached.pin if cached.resident and cached.pin else cached.path)
-        if not cached.resident:
-            self._cancel(cached.reservation)
+            os.unlink(cached.path)
+        self._cancel(cached.reservation)
+
+    def flush(self) -> None:
+        """Enter this process's finished downloads into the index now (they count as reserved,
+        not resident, until then)."""
+        with self._committing() as pending:
+            if pending:
+                with self._transaction() as conn:
+                    self._commit(conn, pending)
 
     def stats(self) -> CacheStats:
+        self.flush()
         with self._transaction(write=False) as conn:
             resident, reserved, evictions = conn.execute("SELECT resident, reserved, evictions FROM ledger").fetchone()
             entries = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
@@ -275,133 +392,190 @@ class FileCache:
 
     def clear(self) -> int:
         """Delete every resident file not pinned right now; return how many were deleted."""
+        self.flush()
         with self._transaction() as conn:
             rows = conn.execute("SELECT key, size, path FROM entries").fetchall()
             return self._evict(conn, [(k, s, p) for k, s, p in rows], need=None)[1]
 
     def reclaim_dead(self) -> None:
-        """Take back what processes that died (``kill -9``) left: reservations, temporary and
-        streamed files, pins."""
-        live_pids = {pid for pid in self._pids_in_use() if alive(pid)}
-        with self._transaction() as conn:
-            dead = [
-                (rid, size)
-                for rid, pid, size in conn.execute("SELECT id, pid, size FROM reservations")
-                if pid not in live_pids
-            ]
-            for rid, size in dead:
-                conn.execute("DELETE FROM reservations WHERE id = ?", (rid,))
-                conn.execute("UPDATE ledger SET reserved = reserved - ?", (size,))
-        for sub in ("stream", "pins"):
-            for entry in (self.root / sub).iterdir():
-                if entry.name.isdigit() and int(entry.name) not in live_pids:
-                    shutil.rmtree(entry, ignore_errors=True)
-        for tmp in (self.root / "tmp").iterdir():
+        """Take back what processes that died (``kill -9``) left: reservations (a finished download
+        whose entry was not written yet is adopted), temporary and streamed files."""
+        verdicts: dict[int, bool] = {}
+
+        def dead(pid: int) -> bool:
+            if pid not in verdicts:
+                verdicts[pid] = not alive(pid)
+            return verdicts[pid]
+
+        # Files first, then the ledger: the other way round, the bytes would count as free while
+        # the files still take the disk. Each process is judged when it is met, not from a list
+        # made earlier, which could miss a process that started meanwhile and take back its room.
+        for entry in os.scandir(f"{self._base}/stream"):
+            if entry.name.isdigit() and dead(int(entry.name)):
+                shutil.rmtree(entry.path, ignore_errors=True)
+        for tmp in os.scandir(f"{self._base}/tmp"):
             pid = tmp.name.split(".")[1] if tmp.name.count(".") >= 2 else ""
-            if pid.isdigit() and int(pid) not in live_pids:
+            if pid.isdigit() and dead(int(pid)):
                 with contextlib.suppress(FileNotFoundError):
-                    tmp.unlink()
+                    os.unlink(tmp.path)
+        with self._transaction() as conn:
+            rows = conn.execute("SELECT id, pid, key, size, resident, grp, path FROM reservations").fetchall()
+            for row in rows:
+                if dead(row[1]):
+                    self._reclaim(conn, tuple(row))
 
     # ---------------------------------------------------------------- internals
-    def _object_path(self, key: str, name: str) -> Path:
-        return self.root / "objects" / key[:2] / f"{key}{_suffix(name)}"
+    def _state(self) -> _ProcessState:
+        local = self._local
+        if local.pid != os.getpid():  # a forked child: the parent's pending commits are the parent's
+            local = self._local = _ProcessState()
+        return local
 
-    def _pid_dir(self, kind: str) -> Path:
-        folder = self._pid_dirs.get(kind)
-        if folder is None or folder.name != str(os.getpid()):
-            folder = self.root / kind / str(os.getpid())
-            folder.mkdir(exist_ok=True)
-            self._pid_dirs[kind] = folder
+    def _object_path(self, key: str, name: str) -> str:
+        return f"{self._base}/objects/{key[:2]}/{key}{_suffix(name)}"
+
+    def _relative(self, path: str) -> str:
+        return path[len(self._base) + len("/objects/") :]
+
+    def _pid_dir(self, kind: str) -> str:
+        local = self._state()
+        folder = local.dirs.get(kind)
+        if folder is None or not os.path.isdir(folder):  # also when reclaimed by a process that thought us dead
+            folder = f"{self._base}/{kind}/{os.getpid()}"
+            os.makedirs(folder, exist_ok=True)
+            local.dirs[kind] = folder
         return folder
 
-    def _pin(self, key: str, name: str, size: int, *, downloaded: bool) -> CachedFile | None:
-        """Pin the object with a hard link in this process's pins; None when it is not cached.
+    def _check_size(self, size: int) -> None:
+        if size > self.max_bytes:
+            raise CacheBudgetError(
+                f"a {size}-byte file cannot fit the cache budget of {self.max_bytes} bytes ({self.root}); "
+                "raise cache_max_bytes"
+            )
 
-        The object's own path is handed out: eviction skips files with more than one link. If an
-        evictor unlinked the object between its check and our link, the pin itself is handed out.
-        """
-        pin = self._pid_dir("pins") / str(next(_SEQUENCE))
-        target = self._object_path(key, name)
+    def _pin(self, path: str) -> _Pin | None:
+        """Share-lock the object at ``path``; None when it is not there (or being evicted right now)."""
         try:
-            os.link(target, pin)
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
-            if not pin.parent.exists():  # reclaimed by a process that thought we were dead
-                self._pid_dirs.pop("pins", None)
-                return self._pin(key, name, size, downloaded=downloaded)
             return None
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                raise OSError(
+                    exc.errno,
+                    f"too many open files while pinning cache files ({exc.strerror}); "
+                    "lower pin_window or raise the limit (ulimit -n)",
+                ) from exc
+            raise
         try:
-            os.utime(target)  # recency, for evicting other groups' cold files
-            path = str(target)
-        except FileNotFoundError:
-            path = str(pin)
-        return CachedFile(key, path, size, resident=True, downloaded=downloaded, pin=str(pin))
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            stat = os.fstat(fd)
+            if stat.st_nlink == 0:  # evicted between our open and our lock
+                os.close(fd)
+                return None
+        except BlockingIOError:  # an evictor holds it and is about to delete it
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        if self._clock() - stat.st_mtime > self.grace_seconds * _TOUCH_FRACTION:
+            os.utime(fd)  # recency, for evicting other groups' cold files
+        return _Pin(fd)
+
+    def _queue_commit(self, ticket: Ticket, target: str) -> None:
+        local = self._state()
+        with local.lock:
+            if not local.pending:
+                local.since = time.monotonic()
+            local.pending.append((ticket.reservation, ticket.key, ticket.size, ticket.group, self._relative(target)))
+
+    def _flush_if_due(self) -> None:
+        local = self._state()
+        with local.lock:
+            due = len(local.pending) >= _FLUSH_COUNT or (
+                local.pending and time.monotonic() - local.since >= _FLUSH_SECONDS
+            )
+        if due:
+            self.flush()
 
     @contextlib.contextmanager
-    def _key_lock(self, key: str) -> Iterator[None]:
-        """Hold the lock file of ``key``; it is deleted on the way out, so ``locks/`` stays empty at
-        rest. A waiter that wakes on a deleted file sees its inode no longer matches and retries."""
-        path = os.path.join(self.root, "locks", f"{key}.lock")
-        while True:
-            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                if os.stat(path).st_ino == os.fstat(fd).st_ino:
-                    break
-            except FileNotFoundError:
-                pass
-            os.close(fd)
+    def _committing(self) -> Iterator[list[tuple[int, str, int, str, str]]]:
+        """This process's finished downloads, taken for one transaction; put back if it fails."""
+        local = self._state()
+        with local.lock:
+            pending, local.pending = local.pending, []
         try:
-            yield
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            os.close(fd)  # closing releases the lock
+            yield pending
+        except BaseException:
+            with local.lock:
+                local.pending[:0] = pending
+            raise
 
-    def _reserve(
-        self, key: str, size: int, group: str, *, keep: bool, relieve: Callable[[], object] | None
-    ) -> tuple[bool, int | None]:
-        """Reserve ``size`` bytes: (True, id) to keep the file resident, (False, id) to stream it.
-        Waits while the budget is taken by files in flight; raises CacheBudgetError after
-        ``wait_seconds``."""
+    def _commit(self, conn: sqlite3.Connection, pending: list[tuple[int, str, int, str, str]]) -> None:
+        moved = released = 0
+        for reservation, key, size, group, relative in pending:
+            if conn.execute("DELETE FROM reservations WHERE id = ?", (reservation,)).rowcount:
+                released += size
+            moved += self._enter(conn, key, size, group, relative)
+        if moved or released:
+            conn.execute("UPDATE ledger SET resident = resident + ?, reserved = reserved - ?", (moved, released))
+
+    def _enter(self, conn: sqlite3.Connection, key: str, size: int, group: str, relative: str) -> int:
+        """Insert an entry (replacing a stale one of the same key); return the resident bytes added."""
+        old = conn.execute("SELECT size FROM entries WHERE key = ?", (key,)).fetchone()
+        conn.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)", (key, size, group, relative))
+        return size - (old[0] if old is not None else 0)
+
+    def _reclaim(self, conn: sqlite3.Connection, row: _Reservation) -> None:
+        """Drop a dead process's reservation; adopt its download if it was complete and in place."""
+        rid, pid, key, size, resident, group, relative = row
+        complete = False
+        if resident and relative:
+            with contextlib.suppress(FileNotFoundError):
+                complete = os.stat(f"{self._base}/objects/{relative}").st_size == size
+        if not complete:  # its partial download must go before its bytes count as free
+            prefix = f"{key}.{pid}."
+            for tmp in os.scandir(f"{self._base}/tmp"):
+                if tmp.name.startswith(prefix):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(tmp.path)
+        conn.execute("DELETE FROM reservations WHERE id = ?", (rid,))
+        conn.execute("UPDATE ledger SET reserved = reserved - ?", (size,))
+        if complete:
+            added = self._enter(conn, key, size, group, relative)
+            conn.execute("UPDATE ledger SET resident = resident + ?", (added,))
+
+    def _reserve_waiting(
+        self,
+        key: str,
+        size: int,
+        name: str,
+        group: str,
+        *,
+        keep: bool,
+        claim: bool,
+        relieve: Callable[[], object] | None,
+    ) -> Ticket | Literal["present", "busy"]:
+        """Reserve one download, waiting while the budget is taken by files in flight; raises
+        CacheBudgetError after ``wait_seconds``."""
         started = self._clock()
         deadline = started + self.wait_seconds
         delay = 0.01
         while True:
             starving = self._clock() - started >= self.starve_seconds
-            with self._transaction() as conn:
-                resident, reserved = conn.execute("SELECT resident, reserved FROM ledger").fetchone()
-                disk_room = shutil.disk_usage(self.root).free - reserved - self.min_free_bytes
-                # Resident files may take the budget less the headroom; files in flight (reserved)
-                # count against both, so the budget is never crossed while downloads run.
-                cap = int(self.max_bytes * (1.0 - self.headroom))
-                resident_ok = keep and resident + reserved + size <= cap and size <= disk_room
-                if keep and not resident_ok:
-                    need = max(resident + reserved + size - cap, size - disk_room)
-                    freed, _ = self._evict(conn, self._candidates(conn, group), need=need)
-                    resident -= freed
-                    disk_room += freed
-                    resident_ok = resident + reserved + size <= cap and size <= disk_room
-                fits = resident_ok or (resident + reserved + size <= self.max_bytes and size <= disk_room)
-                if not fits and starving:
-                    # Files in flight elsewhere hold the rest of the budget and may be waiting on
-                    # this very file (a DataLoader delivers its workers' batches in turn): give
-                    # up unpinned resident files, this group's included, rather than deadlock.
-                    need = max(resident + reserved + size - self.max_bytes, size - disk_room)
-                    freed, _ = self._evict(conn, self._candidates(conn, group, starving=True), need=need)
-                    resident -= freed
-                    disk_room += freed
-                    fits = resident + reserved + size <= self.max_bytes and size <= disk_room
-                if fits:
-                    rid = conn.execute(
-                        "INSERT INTO reservations (pid, key, size) VALUES (?, ?, ?)", (os.getpid(), key, size)
-                    ).lastrowid
-                    conn.execute("UPDATE ledger SET reserved = reserved + ?", (size,))
-                    return resident_ok, rid
+            # Finished files become entries first: then they count as resident and can be evicted.
+            with self._committing() as pending, self._transaction() as conn:
+                self._commit(conn, pending)
+                outcome = self._admit(conn, [(key, size, name)], group, keep=keep, claim=claim, starving=starving)[0]
+            if outcome is not None:
+                return outcome
             if self._clock() >= deadline:
+                disk_room = shutil.disk_usage(self.root).free - self.min_free_bytes
                 raise CacheBudgetError(
                     f"cache {self.root}: no room for a {size}-byte file within the budget of "
                     f"{self.max_bytes} bytes and the free-disk floor of {self.min_free_bytes} bytes "
-                    f"({disk_room + size} bytes usable on disk); raise cache_max_bytes, lower "
+                    f"({disk_room} bytes free above the floor); raise cache_max_bytes, lower "
                     "min_free_bytes or prefetch, or free disk space"
                 )
             if relieve is not None:
@@ -410,14 +584,92 @@ class FileCache:
             self._sleep(delay)
             delay = min(delay * 2, 0.5)
 
-    def _commit(self, key: str, size: int, group: str, reservation: int | None, target: Path) -> None:
-        relative = target.relative_to(self.root / "objects").as_posix()
-        with self._transaction() as conn:
-            conn.execute("DELETE FROM reservations WHERE id = ?", (reservation,))
-            conn.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)", (key, size, group, relative))
-            conn.execute("UPDATE ledger SET reserved = reserved - ?, resident = resident + ?", (size, size))
+    def _admit(
+        self,
+        conn: sqlite3.Connection,
+        wanted: Sequence[tuple[str, int, str]],
+        group: str,
+        *,
+        keep: bool,
+        claim: bool,
+        starving: bool,
+    ) -> list[Ticket | Literal["present", "busy"] | None]:
+        """Inside a write transaction: claim and reserve ``wanted`` in order (see :meth:`reserve`)."""
+        resident, reserved = conn.execute("SELECT resident, reserved FROM ledger").fetchone()
+        disk_room = shutil.disk_usage(self._base).free - reserved - self.min_free_bytes
+        # Resident files may take the budget less the headroom; files in flight (reserved) count
+        # against both, so the budget is never crossed while downloads run.
+        cap = int(self.max_bytes * (1.0 - self.headroom))
+        claims: dict[str, _Reservation] = {}
+        if claim:
+            keys = [k for k, _, _ in wanted]
+            for start in range(0, len(keys), 500):  # SQLite's limit on bound parameters
+                part = keys[start : start + 500]
+                query = (
+                    "SELECT id, pid, key, size, resident, grp, path FROM reservations "
+                    f"WHERE resident = 1 AND key IN ({','.join('?' * len(part))})"
+                )
+                claims.update((row[2], tuple(row)) for row in conn.execute(query, part))
+        outcomes: list[Ticket | Literal["present", "busy"] | None] = []
+        pid = os.getpid()
+        added = 0  # reserved here, written to the ledger at the end
+        for key, size, name in wanted:
+            if outcomes and outcomes[-1] is None:
+                outcomes.append(None)  # room goes in order
+                continue
+            # In place means complete (claimants rename finished files into place before they
+            # give up their claim), whoever's claim is still in the index.
+            target = self._object_path(key, name)
+            if claim and os.path.exists(target):
+                outcomes.append("present")
+                continue
+            found = claims.get(key)
+            if found is not None:
+                if alive(found[1]):
+                    outcomes.append("busy")
+                    continue
+                self._reclaim(conn, found)
+                resident, reserved = conn.execute("SELECT resident, reserved FROM ledger").fetchone()
+                reserved += added
+            resident_ok = keep and resident + reserved + size <= cap and size <= disk_room
+            if keep and not resident_ok:
+                need = max(resident + reserved + size - cap, size - disk_room)
+                freed, _ = self._evict(conn, self._candidates(conn, group), need=need)
+                resident -= freed
+                disk_room += freed
+                resident_ok = resident + reserved + size <= cap and size <= disk_room
+            fits = resident_ok or (resident + reserved + size <= self.max_bytes and size <= disk_room)
+            if not fits and starving:
+                # Files in flight elsewhere hold the rest of the budget and may be waiting on this
+                # very file (a DataLoader delivers its workers' batches in turn): give up unpinned
+                # resident files, this group's included, rather than deadlock.
+                need = max(resident + reserved + size - self.max_bytes, size - disk_room)
+                freed, _ = self._evict(conn, self._candidates(conn, group, starving=True), need=need)
+                resident -= freed
+                disk_room += freed
+                fits = resident + reserved + size <= self.max_bytes and size <= disk_room
+            if not fits:
+                outcomes.append(None)
+                continue
+            rid = conn.execute(
+                "INSERT INTO reservations (pid, key, size, resident, grp, path) VALUES (?, ?, ?, ?, ?, ?)",
+                (pid, key, size, int(resident_ok), group, self._relative(target) if resident_ok else ""),
+            ).lastrowid
+            assert rid is not None
+            reserved += size
+            added += size
+            disk_room -= size
+            tmp = f"{self._base}/tmp/{key}.{pid}.{next(_SEQUENCE)}"
+            outcomes.append(Ticket(key, size, name, group, resident_ok, rid, tmp))
+            if resident_ok:  # the same key later in this batch waits for this download
+                claims[key] = (rid, pid, key, size, 1, group, self._relative(target))
+        if added:
+            conn.execute("UPDATE ledger SET reserved = reserved + ?", (added,))
+        return outcomes
 
     def _cancel(self, reservation: int | None) -> None:
+        if reservation is None:
+            return
         with self._transaction() as conn:
             row = conn.execute("SELECT size FROM reservations WHERE id = ?", (reservation,)).fetchone()
             if row is not None:
@@ -434,7 +686,7 @@ class FileCache:
         query = "SELECT key, size, path, grp FROM entries" + ("" if starving else " WHERE grp != ?")
         for key, size, relative, grp in conn.execute(query, () if starving else (group,)):
             try:
-                mtime = (self.root / "objects" / relative).stat().st_mtime
+                mtime = os.stat(f"{self._base}/objects/{relative}").st_mtime
             except FileNotFoundError:
                 mtime = 0.0
             if starving or now - mtime >= self.grace_seconds:
@@ -450,13 +702,8 @@ class FileCache:
         for key, size, relative in candidates:
             if need is not None and freed >= need:
                 break
-            path = self.root / "objects" / relative
-            try:
-                if path.stat().st_nlink > 1:
-                    continue  # pinned by a consumer: deleting it would free nothing
-                path.unlink()
-            except FileNotFoundError:
-                pass
+            if not _delete_unpinned(f"{self._base}/objects/{relative}"):
+                continue  # pinned by a consumer: deleting it would free nothing
             conn.execute("DELETE FROM entries WHERE key = ?", (key,))
             freed += size
             evicted += 1
@@ -464,18 +711,43 @@ class FileCache:
             conn.execute("UPDATE ledger SET resident = resident - ?, evictions = evictions + ?", (freed, evicted))
         return freed, evicted
 
-    def _pids_in_use(self) -> set[int]:
-        pids = {int(e.name) for sub in ("stream", "pins") for e in (self.root / sub).iterdir() if e.name.isdigit()}
-        with self._transaction(write=False) as conn:
-            pids |= {pid for (pid,) in conn.execute("SELECT DISTINCT pid FROM reservations")}
-        for tmp in (self.root / "tmp").iterdir():
-            parts = tmp.name.split(".")
-            if len(parts) >= 3 and parts[1].isdigit():
-                pids.add(int(parts[1]))
-        return pids
-
     def _transaction(self, *, write: bool = True) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         return self._store.transaction(write=write)
+
+
+# A row of the reservations table: id, pid, key, size, resident, grp, path.
+_Reservation = tuple[int, int, str, int, int, str, str]
+
+
+class _ProcessState:
+    """What one process keeps for a cache: its folders and finished downloads not yet in the index."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        self.dirs: dict[str, str] = {}
+        self.pending: list[tuple[int, str, int, str, str]] = []
+        self.since = 0.0
+
+
+def _delete_unpinned(path: str) -> bool:
+    """Delete ``path`` unless someone holds a pin (share lock) on it; True when it is gone."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        # Holding the exclusive lock: a pinner that opened the file before this unlink finds it
+        # unlinked (no links left) once it gets its share lock, and treats it as a miss.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return True
+    finally:
+        os.close(fd)
 
 
 def _ensure_format(root: Path) -> None:
@@ -490,7 +762,7 @@ def _ensure_format(root: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             if marker.read_text().strip() == _FORMAT:
                 return  # another process converted it while we waited
-        for sub in _FOLDERS:
+        for sub in (*_FOLDERS, *_OLD_FOLDERS):
             shutil.rmtree(root / sub, ignore_errors=True)
         for index in root.glob("index.db*"):
             index.unlink()
@@ -502,6 +774,10 @@ def _ensure_format(root: Path) -> None:
 
 
 def _suffix(name: str) -> str:
-    """The extension of ``name`` (``.png``), kept on cached files for tools that look at it."""
-    suffix = os.path.splitext(name)[1]
-    return suffix if 1 < len(suffix) <= 16 and suffix[1:].isalnum() else ""
+    """The extension of ``name`` (``.png``), kept on cached files for tools that look at it; like
+    ``os.path.splitext`` (leading dots start no extension), written out because it runs per hit."""
+    dot = name.rfind(".")
+    if dot <= 0 or len(name) - dot > 16 or not name[:dot].strip("."):
+        return ""
+    suffix = name[dot:]
+    return suffix if len(suffix) > 1 and suffix[1:].isalnum() else ""

@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import os
@@ -33,9 +34,12 @@ __all__ = [
     "fetch_file",
     "is_transient",
     "list_volume",
+    "retry_delay",
 ]
 
 _MARKERS = ("_SUCCESS", "_committed_*", "_started_*")
+# S3 error codes worth retrying whatever their status (RequestTimeout comes as a 400).
+_TRANSIENT_CODES = frozenset({"SlowDown", "Throttling", "RequestTimeout", "InternalError", "ServiceUnavailable"})
 
 
 class VolumeReadError(OSError):
@@ -146,12 +150,13 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
     status = getattr(exc, "status", None) or getattr(exc, "status_code", None)
+    code = getattr(exc, "code", None)  # the lean S3 reader's S3ResponseError
     response = getattr(exc, "response", None)
     if status is None and isinstance(response, dict):  # botocore ClientError
         status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         code = str(response.get("Error", {}).get("Code", ""))
-        if code in ("SlowDown", "Throttling", "RequestTimeout", "InternalError", "ServiceUnavailable"):
-            return True
+    if isinstance(code, str) and code in _TRANSIENT_CODES:
+        return True
     if isinstance(status, int):
         return status >= 500 or status == 429
     text = str(exc)
@@ -179,13 +184,23 @@ def fetch_file(
             fs.get_file(remote_path, local_path)
             return
         except Exception as exc:
-            if os.path.exists(local_path):
-                os.unlink(local_path)
-            if not is_transient(exc) or attempt == policy.attempts - 1:
-                tries = f" after {attempt + 1} attempts" if attempt else ""
-                raise VolumeReadError(f"cannot read {volume_path}{tries}: {_describe(exc)}") from exc
-            on_retry()
-            sleep(policy.delay(attempt, rng))
+            delay = retry_delay(exc, attempt, local_path, volume_path=volume_path, policy=policy, rng=rng)
+        on_retry()
+        sleep(delay)
+
+
+def retry_delay(
+    exc: Exception, attempt: int, local_path: str, *, volume_path: str, policy: RetryPolicy, rng: random.Random
+) -> float:
+    """After ``attempt`` (from 0) failed with ``exc``: remove what it left at ``local_path`` and return
+    how long to wait before the next one, or raise :class:`VolumeReadError` when ``exc`` is not worth
+    retrying or no attempt is left. Every download loop goes through here, so all classify alike."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(local_path)
+    if not is_transient(exc) or attempt >= policy.attempts - 1:
+        tries = f" after {attempt + 1} attempts" if attempt else ""
+        raise VolumeReadError(f"cannot read {volume_path}{tries}: {_describe(exc)}") from exc
+    return policy.delay(attempt, rng)
 
 
 def _describe(exc: BaseException) -> str:

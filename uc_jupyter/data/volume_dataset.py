@@ -14,15 +14,10 @@ Example:
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures as cf
 import contextlib
-import math
 import os
-import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -31,7 +26,9 @@ from uc_jupyter.catalog import Catalog, get_catalog
 from uc_jupyter.catalog import storage as st
 from uc_jupyter.data.cache import CachedFile, FileCache
 from uc_jupyter.data.partition import OnUneven
-from uc_jupyter.data.remote import Listing, RemoteFile, RetryPolicy, fetch_file, list_volume
+from uc_jupyter.data.prefetch import MAX_PREFETCH, Downloads, Prefetcher, ReaderDownloads, ThreadDownloads, Wanted
+from uc_jupyter.data.remote import Listing, RemoteFile, RetryPolicy, list_volume
+from uc_jupyter.data.s3_reader import reader_for
 from uc_jupyter.data.stats import DatasetStats
 from uc_jupyter.data.stream import PartitionedDataset, _Counters
 from uc_jupyter.telemetry import producer
@@ -42,7 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["UCVolumeDataset"]
 
 CacheMode = Literal["auto", "always", "never"]
-_MAX_PREFETCH = 64
 
 
 class UCVolumeDataset(PartitionedDataset):
@@ -131,6 +127,8 @@ class UCVolumeDataset(PartitionedDataset):
         self._cache: FileCache | None = None
         self._lingering: list[CachedFile] = []
         self._fs: tuple[int, fsspec.AbstractFileSystem] | None = None
+        # The cache keys of every file, made once here and shipped to workers (32 bytes a file).
+        self._digests: bytes | None = None if self.in_place else _digests(self.listing)
 
     def __getstate__(self) -> dict[str, Any]:  # for spawn/forkserver DataLoader workers and ranks
         state = super().__getstate__()
@@ -150,7 +148,7 @@ class UCVolumeDataset(PartitionedDataset):
         files = [self.listing.files[i] for i in positions]
         if self.in_place:
             return self._read_in_place(files, counters, stream)
-        return self._read_cached(files, counters, stream)
+        return self._read_cached(positions, files, counters, stream)
 
     def stats(self) -> DatasetStats:
         """Counters of the streams run in this process, and the shared cache's fill."""
@@ -193,216 +191,102 @@ class UCVolumeDataset(PartitionedDataset):
             yield item
         producer.notify(final=True)
 
-    def _read_cached(self, files: list[RemoteFile], counters: _Counters, stream: str) -> Iterator[Any]:
+    def _read_cached(
+        self, positions: npt.NDArray[np.int64], files: list[RemoteFile], counters: _Counters, stream: str
+    ) -> Iterator[Any]:
         cache = self._file_cache()
-        fs = self._filesystem()
-        group = f"{self.listing.url}#{self.listing.digest}"
-        pace = _Pace(self.prefetch)
-        held = _Held(cache, self.pin_window)
         for leftover in self._lingering:  # the previous pass's last files: its consumer moved on
             cache.release(leftover)
         self._lingering = []
-        pending: collections.deque[tuple[RemoteFile, cf.Future[CachedFile]]] = collections.deque()
-        todo = iter(enumerate(files))
-        turns = _Turnstile()
-
-        def cache_key(remote: RemoteFile) -> str:
-            return FileCache.key(f"{self.listing.url}/{remote.relative}", remote.size, remote.version)
-
-        def fetch_one(position: int, remote: RemoteFile) -> CachedFile:
-            started = time.perf_counter()
-
-            def download(tmp: str) -> None:
-                fetch_file(
-                    fs,
-                    f"{self._root}/{remote.relative}",
-                    tmp,
-                    volume_path=f"{self.listing.volume_path}/{remote.relative}",
-                    policy=self.retry,
-                    on_retry=lambda: self._count(counters, retries=1),
-                )
-
-            got = cache.get(
-                cache_key(remote),
-                remote.size,
-                download,
-                group=group,
-                name=_base_name(remote),
-                keep=self._keep,
-                relieve=held.relieve,
-                reserve_turn=lambda: turns.turn(position),
-            )
-            if got.downloaded:
-                pace.fetched(time.perf_counter() - started)
-                self._count(counters, misses=1, bytes_downloaded=got.size, streamed=0 if got.resident else 1)
-            else:
-                self._count(counters, hits=1)
-            return got
-
-        def submit(position: int, remote: RemoteFile) -> cf.Future[CachedFile]:
-            # A hit costs two system calls: take it here rather than a trip through the pool.
-            hit = cache.lookup(cache_key(remote), remote.size, name=_base_name(remote))
-            if hit is None:
-                return pool.submit(turns.passing(position, fetch_one), position, remote)
-            turns.done(position)
-            self._count(counters, hits=1)
-            done: cf.Future[CachedFile] = cf.Future()
-            done.set_result(hit)
-            return done
-
-        pool = cf.ThreadPoolExecutor(max_workers=_MAX_PREFETCH if self.prefetch is None else self.prefetch)
-        finished = False
+        fetch = Prefetcher(
+            cache,
+            self._downloads(counters),
+            group=f"{self.listing.url}#{self.listing.digest}",
+            keep=self._keep,
+            window=self.pin_window,
+            prefetch=self.prefetch,
+        )
+        hold = self.transform is None  # a transform is done with the path when it returns
         try:
-            while True:
-                while len(pending) < pace.depth():
-                    position, remote = next(todo, (-1, None))
-                    if remote is None:
-                        break
-                    pending.append((remote, submit(position, remote)))
-                if not pending:
-                    finished = True
-                    producer.notify(final=True)
-                    return
-                remote, future = pending.popleft()
-                got = future.result()
-                try:
-                    item = self._deliver(got.path, remote)
-                finally:
-                    if self.transform is not None:
-                        cache.release(got)
+            with contextlib.closing(fetch.run(_WantedFiles(self, positions))) as delivered:
+                # The prefetcher first: its end (not the list's) must be reached for it to finish.
+                for (_, got), remote in zip(delivered, files, strict=True):
+                    try:
+                        item = self._deliver(got.path, remote)
+                    finally:
+                        fetch.delivered(got, hold=hold)
+                    if got.downloaded:
+                        streamed = 0 if got.resident else 1
+                        self._count(
+                            counters,
+                            stream,
+                            delivered=1,
+                            files=1,
+                            bytes=got.size,
+                            misses=1,
+                            bytes_downloaded=got.size,
+                            streamed=streamed,
+                        )
                     else:
-                        held.add(got)
-                self._count(counters, stream, delivered=1, files=1, bytes=got.size)
-                pace.consumed()
-                yield item
+                        self._count(counters, stream, delivered=1, files=1, bytes=got.size, hits=1)
+                    yield item
+            producer.notify(final=True)
         finally:
-            for _, future in pending:
-                future.cancel()
-            pool.shutdown(wait=True)
-            for _, future in pending:
-                if not future.cancelled() and future.exception() is None:
-                    cache.release(future.result())
-            if finished:
-                # The last paths may still sit in a batch the consumer has not reached (a DataLoader
-                # hands batches on after the stream ends): keep them until the next pass, or until
-                # this process ends and another one reclaims them.
-                self._lingering = held.take_all()
-            else:
-                held.release_all()  # the consumer stopped early: it moved on
+            fetch.downloads.close()
+            self._lingering = fetch.lingering
+
+    def _wanted(self, index: int) -> Wanted:
+        """What the prefetcher needs of the listing's file ``index`` (made as the window reaches it)."""
+        remote = self.listing.files[index]
+        if self._digests is None:  # a dataset made to read in place, read through the cache after all
+            self._digests = _digests(self.listing)
+        return Wanted(
+            key=self._digests[32 * index : 32 * index + 32].hex(),
+            size=remote.size,
+            name=remote.relative.rsplit("/", 1)[-1],
+            source=f"{self._root}/{remote.relative}",
+            where=f"{self.listing.volume_path}/{remote.relative}",
+        )
+
+    def _downloads(self, counters: _Counters) -> Downloads:
+        """The lean S3 reader where the volume's options allow it, else fsspec on pool threads."""
+
+        def on_retry() -> None:
+            self._count(counters, retries=1)
+
+        options = _with_pool(self._url, self._storage_options)
+        reader = reader_for(self._url, options)
+        if reader is not None:
+            return ReaderDownloads(reader, self.retry, on_retry=on_retry)
+        threads = MAX_PREFETCH if self.prefetch is None else self.prefetch
+        return ThreadDownloads(self._filesystem(), self.retry, on_retry=on_retry, threads=threads)
 
 
-class _Turnstile:
-    """Lets a stream's downloads reserve cache budget in delivery order.
+class _WantedFiles(Sequence[Wanted]):
+    """A stream's files as the prefetcher sees them, made one by one as its window advances (so the
+    first file does not wait for keys and paths of the whole stream)."""
 
-    Reservations out of order could deadlock: files later in the stream, finished but not yet
-    consumed, could hold the budget the file the consumer waits for needs. In order, the head of
-    the stream always gets its reservation first, and everything it waits for is released as
-    consumers move on. Hits reserve nothing and never wait.
-    """
+    def __init__(self, dataset: UCVolumeDataset, positions: npt.NDArray[np.int64]) -> None:
+        self._dataset, self._positions = dataset, positions.tolist()
 
-    def __init__(self) -> None:
-        self._done: set[int] = set()
-        self._next = 0
-        self._changed = threading.Condition()
+    def __len__(self) -> int:
+        return len(self._positions)
 
-    @contextlib.contextmanager
-    def turn(self, position: int) -> Iterator[None]:
-        """Wait until every earlier position is done, then mark this one done on leaving."""
-        with self._changed:
-            self._changed.wait_for(lambda: self._next >= position)
-        try:
-            yield
-        finally:
-            self.done(position)
+    @overload
+    def __getitem__(self, item: int) -> Wanted: ...
 
-    def done(self, position: int) -> None:
-        with self._changed:
-            if position < self._next or position in self._done:
-                return
-            self._done.add(position)
-            while self._next in self._done:
-                self._done.remove(self._next)
-                self._next += 1
-            self._changed.notify_all()
+    @overload
+    def __getitem__(self, item: slice) -> Sequence[Wanted]: ...
 
-    def passing(self, position: int, fetch: Callable[[int, RemoteFile], CachedFile]) -> Callable[..., CachedFile]:
-        """``fetch`` that marks ``position`` done however it ends (a hit never takes its turn)."""
-
-        def run(*args: Any) -> CachedFile:
-            try:
-                return fetch(*args)
-            finally:
-                self.done(position)
-
-        return run
+    def __getitem__(self, item: int | slice) -> Wanted | Sequence[Wanted]:
+        if isinstance(item, slice):
+            return [self._dataset._wanted(i) for i in self._positions[item]]
+        return self._dataset._wanted(self._positions[item])
 
 
-class _Held:
-    """Files handed out and still pinned, so their paths stay valid while the consumer (a collate
-    function, the training loop) uses them: the last ``window`` items. Under budget pressure the
-    cache asks to ``relieve`` it: the oldest half of the streamed files is released early, since
-    they hold budget that files in flight need (resident pins hold none)."""
-
-    def __init__(self, cache: FileCache, window: int) -> None:
-        self._cache, self._window = cache, window
-        self._files: collections.deque[CachedFile] = collections.deque()
-        self._lock = threading.Lock()
-
-    def add(self, got: CachedFile) -> None:
-        with self._lock:
-            self._files.append(got)
-            expired = [self._files.popleft() for _ in range(len(self._files) - self._window)]
-        for old in expired:
-            self._cache.release(old)
-
-    def relieve(self) -> None:
-        with self._lock:
-            streamed = [f for f in self._files if not f.resident]
-            early = streamed[: max(1, len(streamed) // 2)] if streamed else []
-            for f in early:
-                self._files.remove(f)
-        for f in early:
-            self._cache.release(f)
-
-    def take_all(self) -> list[CachedFile]:
-        with self._lock:
-            files, self._files = list(self._files), collections.deque()
-        return files
-
-    def release_all(self) -> None:
-        for f in self.take_all():
-            self._cache.release(f)
-
-
-class _Pace:
-    """How many downloads to keep in flight: enough to cover one download's latency at the pace the
-    consumer takes items (Little's law), between 4 and 64, unless fixed by ``prefetch=``."""
-
-    def __init__(self, fixed: int | None) -> None:
-        self.fixed = fixed
-        self.fetch_seconds = 0.0
-        self.consume_seconds = 0.0
-        self._last = time.perf_counter()
-
-    def fetched(self, seconds: float) -> None:
-        self.fetch_seconds = seconds if not self.fetch_seconds else 0.9 * self.fetch_seconds + 0.1 * seconds
-
-    def consumed(self) -> None:
-        now = time.perf_counter()
-        interval, self._last = now - self._last, now
-        self.consume_seconds = interval if not self.consume_seconds else 0.9 * self.consume_seconds + 0.1 * interval
-
-    def depth(self) -> int:
-        if self.fixed is not None:
-            return self.fixed
-        if not self.fetch_seconds:
-            return 16
-        wanted = math.ceil(self.fetch_seconds / max(self.consume_seconds, 1e-4)) + 2
-        return max(4, min(_MAX_PREFETCH, wanted))
-
-
-def _base_name(remote: RemoteFile) -> str:
-    return remote.relative.rsplit("/", 1)[-1]
+def _digests(listing: Listing) -> bytes:
+    """The cache key of each listed file, as 32 raw bytes each."""
+    return b"".join(FileCache.key_digest(f"{listing.url}/{f.relative}", f.size, f.version) for f in listing.files)
 
 
 def _with_pool(url: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -411,5 +295,5 @@ def _with_pool(url: str, options: dict[str, Any]) -> dict[str, Any]:
     if not url.startswith(("s3://", "s3a://")):
         return options
     config = dict(options.get("config_kwargs") or {})
-    config.setdefault("max_pool_connections", _MAX_PREFETCH)
+    config.setdefault("max_pool_connections", MAX_PREFETCH)
     return {**options, "config_kwargs": config}

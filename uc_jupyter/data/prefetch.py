@@ -1,0 +1,399 @@
+"""Fetch-ahead for one stream of volume files through the shared cache.
+
+A stream (one rank's DataLoader worker) knows its files in delivery order. :class:`Prefetcher` keeps
+a window of them in flight: hits are pinned on the spot; misses are reserved in the cache in order,
+several per index transaction, and downloaded concurrently (:class:`ReaderDownloads` on the process's
+event loop for S3 volumes, :class:`ThreadDownloads` through fsspec otherwise); each download is put
+in place as soon as it ends, on the thread that ended it, so other streams and processes waiting for
+the same file never wait for this stream's consumer. Delivered files stay pinned for the last
+``window`` items (:class:`Held`), so a path stays valid while a batch that holds it is still used.
+
+Why not one thread per download, each doing its own bookkeeping: on a small machine the per-file CPU
+decides a cold epoch. Reserving in order from this one thread needs no turnstile between threads (a
+turnstile whose every step woke all waiting threads cost more than the download), and a batch of
+reservations is one index transaction instead of one per file.
+
+Example:
+    >>> fetch = Prefetcher(cache, ThreadDownloads(fs, RetryPolicy()), group="g", keep=True)  # doctest: +SKIP
+    >>> for wanted, got in fetch.run(items):                                                 # doctest: +SKIP
+    ...     use(got.path); fetch.delivered(got, hold=True)
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures as cf
+import contextlib
+import functools
+import math
+import resource
+import threading
+import time
+from collections.abc import Callable, Generator, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+from uc_jupyter.data.cache import CachedFile, FileCache, Ticket
+from uc_jupyter.data.remote import RetryPolicy, fetch_file
+
+if TYPE_CHECKING:
+    import fsspec
+
+    from uc_jupyter.data.s3_reader import S3Reader
+
+__all__ = ["Downloads", "Held", "Prefetcher", "ReaderDownloads", "ThreadDownloads", "Wanted"]
+
+MAX_PREFETCH = 64
+_SLOW_THREADS = 4  # files another process is downloading: waited for on a few threads
+
+
+class Wanted(NamedTuple):
+    """One file of a stream: its cache key, listed size, base name, remote path, and /Volumes path
+    (a named tuple: one is made per file and pass)."""
+
+    key: str
+    size: int
+    name: str
+    source: str
+    where: str
+
+
+class Downloads(Protocol):
+    """Downloads of remote files into local files, each ending in a future (None or VolumeReadError)."""
+
+    def start(self, jobs: Sequence[tuple[str, str, str]]) -> list[cf.Future[None]]:
+        """Start downloading each ``(remote_path, local_path, volume_path)``."""
+
+    def cancel(self, futures: Sequence[cf.Future[None]]) -> None:
+        """Ask these downloads to stop; each future still ends, once its download has stopped."""
+
+    def close(self) -> None:
+        """Wait for what is running and free the resources."""
+
+
+class ThreadDownloads:
+    """Downloads through an fsspec filesystem, one pool thread per download in flight."""
+
+    def __init__(
+        self,
+        fs: fsspec.AbstractFileSystem,
+        policy: RetryPolicy,
+        *,
+        on_retry: Callable[[], None] = lambda: None,
+        threads: int = MAX_PREFETCH,
+    ) -> None:
+        self._fs, self._policy, self._on_retry = fs, policy, on_retry
+        self._pool = cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="uc-jupyter-fetch")
+
+    def start(self, jobs: Sequence[tuple[str, str, str]]) -> list[cf.Future[None]]:
+        return [
+            self._pool.submit(
+                fetch_file, self._fs, remote, local, volume_path=where, policy=self._policy, on_retry=self._on_retry
+            )
+            for remote, local, where in jobs
+        ]
+
+    def cancel(self, futures: Sequence[cf.Future[None]]) -> None:
+        for future in futures:
+            future.cancel()  # one already running finishes; its file is removed by the caller
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+class ReaderDownloads:
+    """Downloads with the lean S3 reader, all on this process's event-loop thread."""
+
+    def __init__(self, reader: S3Reader, policy: RetryPolicy, *, on_retry: Callable[[], None] = lambda: None) -> None:
+        self._reader, self._policy, self._on_retry = reader, policy, on_retry
+
+    def start(self, jobs: Sequence[tuple[str, str, str]]) -> list[cf.Future[None]]:
+        return self._reader.fetch_many(jobs, policy=self._policy, on_retry=self._on_retry)
+
+    def cancel(self, futures: Sequence[cf.Future[None]]) -> None:
+        self._reader.cancel(futures)
+
+    def close(self) -> None:
+        pass  # the loop and its connections live on for the process's next stream
+
+
+class _Slot:
+    """One file in the window, in delivery order: pinned (``got``), coming (``future``: a download,
+    put in place as soon as it ends, or a wait for another process's copy), or still unreserved."""
+
+    __slots__ = ("download", "future", "got", "seconds", "wanted")
+
+    def __init__(self, wanted: Wanted) -> None:
+        self.wanted = wanted
+        self.got: CachedFile | None = None
+        self.future: cf.Future[CachedFile] | None = None
+        self.download: cf.Future[None] | None = None  # to cancel
+        self.seconds = 0.0  # how long the download took
+
+
+class Prefetcher:
+    """Fetch-ahead for one pass of one stream (see the module docstring).
+
+    Args:
+        cache: the shared cache.
+        downloads: how misses are downloaded.
+        group: the cache group (one dataset's listing): its files never evict each other.
+        keep: False streams misses through without keeping them (``cache="never"``).
+        window: delivered files kept pinned until this many more were delivered.
+        prefetch: files kept in flight; None adapts to latency and pace.
+    """
+
+    def __init__(
+        self,
+        cache: FileCache,
+        downloads: Downloads,
+        *,
+        group: str,
+        keep: bool,
+        window: int = 512,
+        prefetch: int | None = None,
+    ) -> None:
+        self.cache, self.downloads = cache, downloads
+        self.group, self.keep = group, keep
+        self.held = Held(cache, window)
+        self.pace = Pace(prefetch)
+        self.lingering: list[CachedFile] = []  # after a complete pass: the last files, still pinned
+        self._slow: cf.ThreadPoolExecutor | None = None
+        self._unreserved: collections.deque[_Slot] = collections.deque()  # misses to reserve, in order
+        _ensure_open_files(window + 2 * MAX_PREFETCH + 256)
+
+    def run(self, wanted: Sequence[Wanted]) -> Generator[tuple[Wanted, CachedFile], None, None]:
+        """Yield each file of ``wanted`` in order, pinned; pass each to :meth:`delivered` once used."""
+        pending: collections.deque[_Slot] = collections.deque()
+        self._unreserved.clear()
+        position = 0
+        finished = False
+        try:
+            while True:
+                depth = self.pace.depth()
+                # Top up in chunks, so that reservations and starts are batched.
+                if position < len(wanted) and len(pending) <= depth - max(1, depth // 4):
+                    position = self._top_up(pending, wanted, position, depth)
+                if not pending:
+                    finished = True
+                    return
+                slot = pending[0]
+                got = self._settle(slot)
+                pending.popleft()
+                self.pace.consumed()
+                yield slot.wanted, got
+        finally:
+            self._abandon(pending)
+            self.cache.flush()
+            if self._slow is not None:
+                self._slow.shutdown(wait=True)
+            if finished:
+                # The last paths may still sit in a batch the consumer has not reached (a DataLoader
+                # hands batches on after the stream ends): keep them until the next pass, or until
+                # this process ends (the kernel drops its pins).
+                self.lingering = self.held.take_all()
+            else:
+                self.held.release_all()  # the consumer stopped early: it moved on
+
+    def delivered(self, got: CachedFile, *, hold: bool) -> None:
+        """The consumer has ``got``: keep it pinned for the window (``hold``), or release it now."""
+        if hold:
+            self.held.add(got)
+        else:
+            self.cache.release(got)
+
+    # ---------------------------------------------------------------- internals
+    def _top_up(self, pending: collections.deque[_Slot], wanted: Sequence[Wanted], position: int, depth: int) -> int:
+        cache = self.cache
+        while len(pending) < depth and position < len(wanted):
+            slot = _Slot(wanted[position])
+            position += 1
+            slot.got = cache.lookup(slot.wanted.key, slot.wanted.size, name=slot.wanted.name)
+            if slot.got is None:
+                self._unreserved.append(slot)
+            pending.append(slot)
+        if self._unreserved:
+            self._reserve()
+        return position
+
+    def _reserve(self) -> None:
+        """Reserve the window's misses in order, in one transaction, and start their downloads."""
+        needing = list(self._unreserved)
+        outcomes = self.cache.reserve(
+            [(s.wanted.key, s.wanted.size, s.wanted.name) for s in needing], group=self.group, keep=self.keep
+        )
+        starting: list[tuple[_Slot, Ticket]] = []
+        for slot, outcome in zip(needing, outcomes, strict=True):
+            if outcome is None:
+                break  # no room now: these wait until the consumer reaches them
+            self._unreserved.popleft()
+            if isinstance(outcome, Ticket):
+                starting.append((slot, outcome))
+            elif outcome == "present":
+                slot.got = self.cache.lookup(slot.wanted.key, slot.wanted.size, name=slot.wanted.name)
+                if slot.got is None:  # evicted again at once: wait for it like any busy file
+                    slot.future = self._wait_elsewhere(slot.wanted)
+            else:
+                slot.future = self._wait_elsewhere(slot.wanted)
+        if not starting:
+            return
+        started = time.perf_counter()
+        downloads = self.downloads.start([(s.wanted.source, t.tmp, s.wanted.where) for s, t in starting])
+        for (slot, ticket), download in zip(starting, downloads, strict=True):
+            slot.download, slot.future = download, cf.Future()
+            slot.future.set_running_or_notify_cancel()  # only _ended settles it; cancel() must not
+            download.add_done_callback(functools.partial(self._ended, slot, ticket, started))
+
+    def _ended(self, slot: _Slot, ticket: Ticket, started: float, download: cf.Future[None]) -> None:
+        """Put the file in place as soon as its download ends, so that others waiting for it (other
+        streams, other processes) need not wait for this stream's consumer. This runs on the thread
+        that ended the download: a pool thread, or the S3 reader's files thread (never its loop)."""
+        assert slot.future is not None, "a download's slot has its future before the download can end"
+        slot.seconds = time.perf_counter() - started
+        try:
+            download.result()
+            got = self.cache.finish(ticket)
+        except BaseException as exc:
+            self.cache.abort(ticket)
+            slot.future.set_exception(exc)
+        else:
+            slot.future.set_result(got)
+
+    def _settle(self, slot: _Slot) -> CachedFile:
+        """The head slot's file, waiting for it as needed."""
+        if slot.got is not None:
+            return slot.got
+        if slot.future is None:
+            # No room when it was reserved with the others; now that it is next, wait for room
+            # (relieving what this stream holds) like a single download does.
+            self._unreserved.popleft()  # the oldest unreserved slot is this one, the head
+            slot.got = self.cache.get(
+                slot.wanted.key,
+                slot.wanted.size,
+                self._download_now(slot.wanted),
+                group=self.group,
+                name=slot.wanted.name,
+                keep=self.keep,
+                relieve=self.held.relieve,
+            )
+            return slot.got
+        waited = not slot.future.done()
+        slot.got = slot.future.result()
+        if slot.download is not None:
+            self.pace.fetched(slot.seconds, waited=waited)
+        return slot.got
+
+    def _download_now(self, wanted: Wanted) -> Callable[[str], None]:
+        def download(tmp: str) -> None:
+            self.downloads.start([(wanted.source, tmp, wanted.where)])[0].result()
+
+        return download
+
+    def _wait_elsewhere(self, wanted: Wanted) -> cf.Future[CachedFile]:
+        """Another process or thread downloads this file: wait for its copy on a helper thread."""
+        if self._slow is None:
+            self._slow = cf.ThreadPoolExecutor(max_workers=_SLOW_THREADS, thread_name_prefix="uc-jupyter-wait")
+        return self._slow.submit(
+            self.cache.get,
+            wanted.key,
+            wanted.size,
+            self._download_now(wanted),
+            group=self.group,
+            name=wanted.name,
+            keep=self.keep,
+        )
+
+    def _abandon(self, pending: collections.deque[_Slot]) -> None:
+        """Stop what is still in flight and give back its room and pins."""
+        running = [slot.download for slot in pending if slot.download is not None and not slot.download.done()]
+        if running:
+            self.downloads.cancel(running)
+        self._unreserved.clear()
+        for slot in pending:
+            if slot.got is None and slot.future is not None and not slot.future.cancel():
+                with contextlib.suppress(Exception):
+                    slot.got = slot.future.result()  # waits for a cancelled download to stop
+            if slot.got is not None:
+                self.cache.release(slot.got)
+        pending.clear()
+
+
+class Held:
+    """Files handed out and still pinned, so their paths stay valid while the consumer (a collate
+    function, the training loop) uses them: the last ``window`` items. Under budget pressure the
+    cache asks to ``relieve`` it: the oldest half of the streamed files is released early, since
+    they hold budget that files in flight need (resident pins hold none)."""
+
+    def __init__(self, cache: FileCache, window: int) -> None:
+        self._cache, self._window = cache, window
+        self._files: collections.deque[CachedFile] = collections.deque()
+        self._lock = threading.Lock()  # relieve() runs on helper threads too
+
+    def add(self, got: CachedFile) -> None:
+        with self._lock:
+            self._files.append(got)
+            old = self._files.popleft() if len(self._files) > self._window else None
+        if old is not None:
+            self._cache.release(old)
+
+    def relieve(self) -> None:
+        with self._lock:
+            streamed = [f for f in self._files if not f.resident]
+            early = streamed[: max(1, len(streamed) // 2)] if streamed else []
+            for f in early:
+                self._files.remove(f)
+        for f in early:
+            self._cache.release(f)
+
+    def take_all(self) -> list[CachedFile]:
+        with self._lock:
+            files, self._files = list(self._files), collections.deque()
+        return files
+
+    def release_all(self) -> None:
+        for f in self.take_all():
+            self._cache.release(f)
+
+
+class Pace:
+    """How many downloads to keep in flight, between 4 and 64 unless fixed by ``prefetch=``: enough to
+    cover one download's latency at the pace the consumer takes items (Little's law), plus a margin
+    that grows each time the consumer had to wait for a download and shrinks slowly while it did
+    not. The margin matters when this stream itself is the bottleneck: then the consumer's pace only
+    mirrors the window, and Little's law alone would keep the window as small as it started."""
+
+    def __init__(self, fixed: int | None) -> None:
+        self.fixed = fixed
+        self.fetch_seconds = 0.0
+        self.consume_seconds = 0.0
+        self.margin = 0.0
+        self._last = time.perf_counter()
+
+    def fetched(self, seconds: float, *, waited: bool) -> None:
+        """A download took ``seconds``; ``waited``: the consumer reached it before it was done."""
+        self.fetch_seconds = seconds if not self.fetch_seconds else 0.9 * self.fetch_seconds + 0.1 * seconds
+        self.margin = min(float(MAX_PREFETCH), self.margin + 2.0) if waited else max(0.0, self.margin - 0.05)
+
+    def consumed(self) -> None:
+        now = time.perf_counter()
+        interval, self._last = now - self._last, now
+        self.consume_seconds = interval if not self.consume_seconds else 0.9 * self.consume_seconds + 0.1 * interval
+
+    def depth(self) -> int:
+        if self.fixed is not None:
+            return self.fixed
+        if not self.fetch_seconds:
+            return 16
+        wanted = math.ceil(self.fetch_seconds / max(self.consume_seconds, 1e-4) + self.margin) + 2
+        return max(4, min(MAX_PREFETCH, wanted))
+
+
+def _ensure_open_files(needed: int) -> None:
+    """Pins are open descriptors: raise this process's soft limit on them toward the hard limit
+    when it is lower than a stream can hold (a soft limit of 1024 is common)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    target = needed if hard == resource.RLIM_INFINITY else min(hard, needed)
+    if target > soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
