@@ -32,6 +32,7 @@ import time
 import urllib.request
 from email.utils import formatdate
 from pathlib import Path
+from stat import S_ISREG
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
@@ -93,11 +94,14 @@ def _iso(mtime: float) -> str:
 
 
 def _object_path(state: _State, bucket: str, key: str) -> Path | None:
-    base = (state.root / bucket).resolve()
-    path = (base / key).resolve()
-    if not str(path).startswith(str(base) + os.sep):
+    """The file behind ``key``, or None when the key climbs out of its bucket. Checked lexically:
+    resolving every component on each GET cost this server a tenth of its CPU in the benchmarks,
+    and the buckets are folders the tests write themselves."""
+    base = os.path.normpath(os.path.join(state.root, bucket))
+    path = os.path.normpath(os.path.join(base, key))
+    if not path.startswith(base + os.sep):
         return None
-    return path
+    return Path(path)
 
 
 def _list(state: _State, bucket: str, query: Any) -> web.Response:
@@ -158,8 +162,7 @@ def _list(state: _State, bucket: str, query: Any) -> web.Response:
     )
 
 
-async def _get(state: _State, request: web.Request, path: Path, key: str) -> web.StreamResponse:
-    stat = path.stat()
+async def _get(state: _State, request: web.Request, path: Path, key: str, stat: os.stat_result) -> web.StreamResponse:
     headers = {
         "ETag": _etag(stat),
         "Last-Modified": formatdate(stat.st_mtime, usegmt=True),
@@ -178,6 +181,14 @@ async def _get(state: _State, request: web.Request, path: Path, key: str) -> web
     headers["Content-Length"] = str(length)
     if request.method == "HEAD":
         return web.Response(status=200, headers=headers)
+    if length <= _CHUNK:  # a small object in one piece: one read, one write
+        with open(path, "rb") as handle:
+            handle.seek(start)
+            body = handle.read(length)
+        await state.throttle(len(body))
+        state.gets[key] += 1
+        state.bytes_sent += len(body)
+        return web.Response(status=status, headers=headers, body=body)
     response = web.StreamResponse(status=status, headers=headers)
     await response.prepare(request)
     state.gets[key] += 1
@@ -221,7 +232,11 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         tmp.write_bytes(await request.read())
         tmp.replace(path)
         return web.Response(status=200, headers={"ETag": _etag(path.stat())})
-    if not path.is_file():
+    try:
+        stat = path.stat()
+    except OSError:
+        stat = None
+    if stat is None or not S_ISREG(stat.st_mode):
         return _error(404, "NoSuchKey", f"no key {key!r}")
     if request.method == "GET":
         state.attempts[key] += 1
@@ -229,7 +244,7 @@ async def _handle(request: web.Request) -> web.StreamResponse:
             code = "SlowDown" if state.fail_status == 503 else "InternalError"
             return _error(state.fail_status, code, "injected failure, please retry")
     if request.method in ("GET", "HEAD"):
-        return await _get(state, request, path, key)
+        return await _get(state, request, path, key, stat)
     return _error(405, "MethodNotAllowed", request.method)
 
 
