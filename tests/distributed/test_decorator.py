@@ -108,6 +108,8 @@ def test_a_captured_dataset_over_the_limit_is_refused_naming_it() -> None:
 
     with pytest.raises(PayloadError, match=r"the largest: table \(a closure variable, 3\.2 MB\); build table inside"):
         train.distributed()
+    pool = current_shared_pool()
+    assert pool is not None and pool.max_payload_bytes == 100_000_000  # the limit was this call's only
 
 
 def test_a_volume_dataset_built_inside_covers_the_volume_once_and_telemetry_reaches_the_kernel(

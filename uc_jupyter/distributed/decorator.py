@@ -68,8 +68,7 @@ class DistributedFunction(Generic[P, R]):
         """Run on ``gpus`` ranks; the per-rank results, in rank order."""
         devices = devices_for_gpus(self.gpus, self.gpu_type)
         pool = shared_pool(self.gpus, devices=devices)
-        pool.max_payload_bytes = self.max_pickle_bytes
-        return pool.call(self.fn, args, kwargs, timeout=self.timeout)
+        return pool.call(self.fn, args, kwargs, timeout=self.timeout, max_payload_bytes=self.max_pickle_bytes)
 
 
 def distributed(

@@ -309,11 +309,14 @@ class RankPool:
         *,
         timeout: float | None = None,
         show: Iterable[int] | Literal["all"] | None = None,
+        max_payload_bytes: int | Literal["pool"] | None = "pool",
     ) -> list[Any]:
-        """Like :meth:`run`, with this call's ``timeout`` and the ranks whose output to ``show``."""
+        """Like :meth:`run`, with this call's ``timeout``, the ranks whose output to ``show`` and its own
+        payload limit (``"pool"``: the pool's ``max_payload_bytes``)."""
         if not callable(fn):
             raise TypeError(f"RankPool.run needs a function, got {type(fn).__name__}")
-        payload = pack((fn, tuple(args), dict(kwargs or {}), source_map(fn)), limit=self.max_payload_bytes, what=fn)
+        limit = self.max_payload_bytes if max_payload_bytes == "pool" else max_payload_bytes
+        payload = pack((fn, tuple(args), dict(kwargs or {}), source_map(fn)), limit=limit, what=fn)
         return self._call("run", payload, timeout, show)
 
     def execute(
