@@ -43,18 +43,19 @@ def kernel_id() -> str | None:
     return name.removeprefix("kernel-") if name.startswith("kernel-") else None
 
 
-def board_path(pool: int) -> Path:
-    """The status file of this process's pool number ``pool``."""
-    ident = kernel_id() or f"pid-{os.getpid()}"
+def board_path(pool: int, kernel: str | None = None) -> Path:
+    """The status file of this process's pool number ``pool`` (``kernel``: this process's kernel id)."""
+    ident = kernel or kernel_id() or f"pid-{os.getpid()}"
     return settings().home / "pools" / f"{ident}.{pool}.json"
 
 
 def publish(pool: int, status: PoolStatus) -> None:
     """Write the status of this process's pool ``pool`` (never raises: the status item is a convenience)."""
     with contextlib.suppress(OSError):
-        path = board_path(pool)
+        kernel = kernel_id()  # looked up once: a pool publishes twice per call
+        path = board_path(pool, kernel)
         path.parent.mkdir(parents=True, exist_ok=True)
-        record = {"kernel_id": kernel_id(), "pid": os.getpid(), "pool": pool, "updated": time.time(), **asdict(status)}
+        record = {"kernel_id": kernel, "pid": os.getpid(), "pool": pool, "updated": time.time(), **asdict(status)}
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         temporary.write_text(json.dumps(record))
         os.replace(temporary, path)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from uc_jupyter.distributed.payload import DEFAULT_LIMIT
-from uc_jupyter.distributed.pool import Devices, shared_pool, visible_gpus
+from uc_jupyter.distributed.pool import Devices, rank_count, shared_pool, visible_gpus
 
 __all__ = ["KNOWN_GPU_TYPES", "DistributedFunction", "devices_for_gpus", "distributed"]
 
@@ -112,8 +112,7 @@ def _one_of(value: Any, alias: Any, name: str, alias_name: str) -> Any:
 def devices_for_gpus(gpus: object, gpu_type: object) -> Devices:
     """Validate the request against this machine: "cuda" when it can be met, "cpu" when there is no GPU."""
     global _cpu_notice_given
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise ValueError(f"gpus must be a positive whole number of ranks, got {gpus!r} (e.g. @distributed(gpus=2))")
+    gpus = rank_count(gpus, "gpus", hint=" (e.g. @distributed(gpus=2))")
     if gpu_type is not None:
         _check_known(gpu_type)
     visible = visible_gpus()

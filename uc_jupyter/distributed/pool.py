@@ -229,12 +229,12 @@ class RankPool:
         max_payload_bytes: int | None = DEFAULT_LIMIT,
         output: OutputWriter | None = None,
     ) -> None:
-        self.size = _count(n, "n")
+        self.size = rank_count(n, "n")
         if devices not in ("auto", "cpu", "cuda"):
             raise ValueError(f"devices must be 'auto', 'cpu' or 'cuda', got {devices!r}")
         if backend not in ("auto", "gloo", "nccl"):
             raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', got {backend!r}")
-        if _count(nodes, "nodes") != 1:
+        if rank_count(nodes, "nodes") != 1:
             raise ValueError(
                 f"nodes={nodes}: pools spanning several machines are not built yet; use nodes=1 "
                 "(all ranks on this machine), or torchrun on each host"
@@ -663,9 +663,10 @@ def visible_gpus() -> int:
     return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 
-def _count(value: object, name: str) -> int:
+def rank_count(value: object, name: str, hint: str = "") -> int:
+    """``value`` when it is a whole number >= 1 (not a bool); else a one-line ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive whole number of ranks, got {value!r}")
+        raise ValueError(f"{name} must be a positive whole number of ranks, got {value!r}{hint}")
     return value
 
 
