@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import shutil
@@ -72,6 +73,45 @@ def test_a_miss_downloads_once_and_later_gets_hit(cache: FileCache) -> None:
     assert (stats.resident_bytes, stats.in_flight_bytes, stats.entries) == (100, 0, 1)
 
 
+def test_a_hit_is_a_complete_cached_file(cache: FileCache) -> None:
+    first = get(cache, "a.png", b"x" * 100)
+    hit = cache.lookup(first.key, 100, name="a.png")
+    assert hit is not None
+    # Every field is set (hits are built without the dataclass's __init__), and is what a hit is.
+    fields = dataclasses.asdict(hit)
+    assert fields.keys() == {f.name for f in dataclasses.fields(CachedFile)}
+    assert (hit.key, hit.path, hit.size, hit.resident, hit.downloaded, hit.reservation) == (
+        first.key,
+        first.path,
+        100,
+        True,
+        False,
+        None,
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        hit.path = "elsewhere"  # type: ignore[misc]
+    cache.release(hit)
+    cache.release(first)
+
+
+@pytest.mark.parametrize(
+    ("names", "suffixes"),
+    [
+        # The verdict on an extension is remembered: names sharing one must still each get their own.
+        (["a.png", ".png", "a..png", "..png"], [".png", "", ".png", ""]),
+        (
+            ["archive.tar.gz", "noext", "trailing.", "x.a-b", "x.abcdefghijklmnopq", "x.abcdefghijklmno"],
+            [".gz", "", "", "", "", ".abcdefghijklmno"],
+        ),
+    ],
+)
+def test_cached_files_keep_the_remote_file_s_extension(cache: FileCache, names: list[str], suffixes: list[str]) -> None:
+    for name, suffix in zip(names, suffixes, strict=True):
+        for got in (get(cache, name, b"z" * 10), get(cache, name, b"z" * 10)):  # a miss, then a hit
+            assert Path(got.path).name == f"{got.key}{suffix}", name
+            cache.release(got)
+
+
 def test_a_changed_remote_file_has_a_new_key() -> None:
     assert FileCache.key("s3://b/a", 10, "etag1") != FileCache.key("s3://b/a", 10, "etag2")
     assert FileCache.key("s3://b/a", 10, "etag1") != FileCache.key("s3://b/a", 11, "etag1")
@@ -112,6 +152,7 @@ def test_a_full_cache_keeps_its_resident_set_and_streams_the_rest(cache: FileCac
     assert list((cache.root / "stream").rglob("f*")) == []
     second = epoch()
     assert [g.downloaded for g in second] == [False] * 9 + [True] * 11  # epoch 2 refetches only the rest
+    assert cache.stats().entries == 9  # hits and streamed files add no entries
 
 
 def test_other_groups_are_evicted_after_the_grace_period(tmp_path: Path) -> None:
@@ -137,7 +178,9 @@ def test_other_groups_are_evicted_after_the_grace_period(tmp_path: Path) -> None
             os.utime(path, (clock.now - 120, clock.now - 120))
     admitted = get(cache, "new1", b"n" * 1000, group="today")
     assert admitted.resident
-    assert cache.stats().evictions == 1
+    stats = cache.stats()
+    assert stats.evictions == 1
+    assert (stats.entries, stats.resident_bytes) == (4, 4000)  # 3 left of yesterday's, 1 of today's
     cache.release(admitted)
 
 
@@ -147,9 +190,10 @@ def test_a_pinned_file_is_not_evicted_and_a_released_one_stays_until_evicted(cac
     assert Path(held.path).read_bytes() == b"still here"
     cache.release(held)
     assert Path(held.path).read_bytes() == b"still here"  # resident: still there after release
+    assert cache.stats().entries == 1
     assert cache.clear() == 1
     assert not Path(held.path).exists()
-    assert cache.stats().resident_bytes == 0
+    assert (cache.stats().resident_bytes, cache.stats().entries) == (0, 0)
 
 
 def test_a_file_larger_than_the_budget_is_refused_at_once(cache: FileCache) -> None:

@@ -72,12 +72,14 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS reservations (id INTEGER PRIMARY KEY, pid INTEGER NOT NULL,"
     " key TEXT NOT NULL, size INTEGER NOT NULL, resident INTEGER NOT NULL, grp TEXT NOT NULL, path TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS reservations_key ON reservations(key)",
+    # entries: the count of the entries table, kept here because counting the table reads all of
+    # it, and every new worker process (a fresh connection) would read it again for its stats.
     "CREATE TABLE IF NOT EXISTS ledger (id INTEGER PRIMARY KEY CHECK (id = 1),"
-    " resident INTEGER NOT NULL, reserved INTEGER NOT NULL, evictions INTEGER NOT NULL)",
-    "INSERT OR IGNORE INTO ledger VALUES (1, 0, 0, 0)",
+    " resident INTEGER NOT NULL, reserved INTEGER NOT NULL, evictions INTEGER NOT NULL, entries INTEGER NOT NULL)",
+    "INSERT OR IGNORE INTO ledger VALUES (1, 0, 0, 0, 0)",
 )
 _BUSY_TIMEOUT_S = 60.0
-_FORMAT = "3"  # bump when the layout or index changes: an older cache is emptied, not misread
+_FORMAT = "4"  # bump when the layout or index changes: an older cache is emptied, not misread
 _FOLDERS = ("objects", "tmp", "stream")
 _OLD_FOLDERS = ("pins", "locks")  # of earlier formats
 # Names of streamed and temporary files: unique within a process (whose pid names them), whichever
@@ -85,6 +87,10 @@ _OLD_FOLDERS = ("pins", "locks")  # of earlier formats
 _SEQUENCE = itertools.count()
 _FLUSH_COUNT = 32  # finished downloads entered into the index in one transaction...
 _FLUSH_SECONDS = 0.25  # ...or sooner, once the oldest has waited this long
+_SUFFIXES: dict[str, str] = {}  # extension seen -> the suffix kept (see _suffix)
+_SUFFIXES_KEPT = 4096
+_READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC
+_SHARE_NOWAIT = fcntl.LOCK_SH | fcntl.LOCK_NB
 _TOUCH_FRACTION = 0.1  # a hit re-touches a file (for recency) only when older than this part of the grace
 
 
@@ -107,8 +113,9 @@ class _Pin:
             os.close(fd)
 
     def __del__(self) -> None:  # a CachedFile dropped without release() still unpins
-        with contextlib.suppress(OSError):  # never raise from a finaliser
-            self.release()
+        if self.fd >= 0:  # only then: the check is what a released pin pays here
+            with contextlib.suppress(OSError):  # never raise from a finaliser
+                self.release()
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,16 @@ class CachedFile:
     downloaded: bool  # True when this call fetched it
     reservation: int | None = None  # the budget a streamed file holds
     pin: _Pin | None = None  # the share lock that keeps a resident file from eviction
+
+    @classmethod
+    def _hit(cls, key: str, path: str, size: int, pin: _Pin) -> CachedFile:
+        """A pinned resident file that was already cached: made once per hit, so without the
+        frozen dataclass's ``__init__`` (a third of the cost of a hit's Python work)."""
+        hit = object.__new__(cls)
+        fields = hit.__dict__
+        fields["key"], fields["path"], fields["size"], fields["pin"] = key, path, size, pin
+        fields["resident"], fields["downloaded"], fields["reservation"] = True, False, None
+        return hit
 
 
 @dataclass(frozen=True)
@@ -291,11 +308,11 @@ class FileCache:
 
     def lookup(self, key: str, size: int, *, name: str = "") -> CachedFile | None:
         """The pinned file for ``key`` when it is cached, else None (no download, no index access)."""
-        path = self._object_path(key, name)
+        path = f"{self._base}/objects/{key[:2]}/{key}{_suffix(name)}"  # _object_path, inlined: it runs per hit
         pin = self._pin(path)
         if pin is None:
             return None
-        return CachedFile(key, path, size, resident=True, downloaded=False, pin=pin)
+        return CachedFile._hit(key, path, size, pin)
 
     def reserve(
         self, wanted: Sequence[tuple[str, int, str]], *, group: str, keep: bool = True
@@ -377,8 +394,9 @@ class FileCache:
     def stats(self) -> CacheStats:
         self.flush()
         with self._transaction(write=False) as conn:
-            resident, reserved, evictions = conn.execute("SELECT resident, reserved, evictions FROM ledger").fetchone()
-            entries = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+            resident, reserved, evictions, entries = conn.execute(
+                "SELECT resident, reserved, evictions, entries FROM ledger"
+            ).fetchone()
         return CacheStats(
             root=str(self.root),
             resident_bytes=resident,
@@ -456,7 +474,7 @@ class FileCache:
     def _pin(self, path: str) -> _Pin | None:
         """Share-lock the object at ``path``; None when it is not there (or being evicted right now)."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(path, _READ_FLAGS)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -468,7 +486,7 @@ class FileCache:
                 ) from exc
             raise
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, _SHARE_NOWAIT)
             stat = os.fstat(fd)
             if stat.st_nlink == 0:  # evicted between our open and our lock
                 os.close(fd)
@@ -513,19 +531,25 @@ class FileCache:
             raise
 
     def _commit(self, conn: sqlite3.Connection, pending: list[tuple[int, str, int, str, str]]) -> None:
-        moved = released = 0
+        moved = released = new = 0
         for reservation, key, size, group, relative in pending:
             if conn.execute("DELETE FROM reservations WHERE id = ?", (reservation,)).rowcount:
                 released += size
-            moved += self._enter(conn, key, size, group, relative)
-        if moved or released:
-            conn.execute("UPDATE ledger SET resident = resident + ?, reserved = reserved - ?", (moved, released))
+            added, is_new = self._enter(conn, key, size, group, relative)
+            moved += added
+            new += is_new
+        if moved or released or new:
+            conn.execute(
+                "UPDATE ledger SET resident = resident + ?, reserved = reserved - ?, entries = entries + ?",
+                (moved, released, new),
+            )
 
-    def _enter(self, conn: sqlite3.Connection, key: str, size: int, group: str, relative: str) -> int:
-        """Insert an entry (replacing a stale one of the same key); return the resident bytes added."""
+    def _enter(self, conn: sqlite3.Connection, key: str, size: int, group: str, relative: str) -> tuple[int, bool]:
+        """Insert an entry (replacing a stale one of the same key); return the resident bytes added
+        and whether the key is new (for the ledger, which the caller updates)."""
         old = conn.execute("SELECT size FROM entries WHERE key = ?", (key,)).fetchone()
         conn.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)", (key, size, group, relative))
-        return size - (old[0] if old is not None else 0)
+        return size - (old[0] if old is not None else 0), old is None
 
     def _reclaim(self, conn: sqlite3.Connection, row: _Reservation) -> None:
         """Drop a dead process's reservation; adopt its download if it was complete and in place."""
@@ -543,8 +567,8 @@ class FileCache:
         conn.execute("DELETE FROM reservations WHERE id = ?", (rid,))
         conn.execute("UPDATE ledger SET reserved = reserved - ?", (size,))
         if complete:
-            added = self._enter(conn, key, size, group, relative)
-            conn.execute("UPDATE ledger SET resident = resident + ?", (added,))
+            added, is_new = self._enter(conn, key, size, group, relative)
+            conn.execute("UPDATE ledger SET resident = resident + ?, entries = entries + ?", (added, is_new))
 
     def _reserve_waiting(
         self,
@@ -708,7 +732,10 @@ class FileCache:
             freed += size
             evicted += 1
         if evicted:
-            conn.execute("UPDATE ledger SET resident = resident - ?, evictions = evictions + ?", (freed, evicted))
+            conn.execute(
+                "UPDATE ledger SET resident = resident - ?, evictions = evictions + ?, entries = entries - ?",
+                (freed, evicted, evicted),
+            )
         return freed, evicted
 
     def _transaction(self, *, write: bool = True) -> contextlib.AbstractContextManager[sqlite3.Connection]:
@@ -775,8 +802,21 @@ def _ensure_format(root: Path) -> None:
 
 def _suffix(name: str) -> str:
     """The extension of ``name`` (``.png``), kept on cached files for tools that look at it; like
-    ``os.path.splitext`` (leading dots start no extension), written out because it runs per hit."""
+    ``os.path.splitext`` (leading dots start no extension). It runs per hit: the verdict on each
+    distinct extension is remembered."""
     dot = name.rfind(".")
+    if dot <= 0 or name[dot - 1] == ".":  # no extension, or dots before it: the rare, careful path
+        return _checked_suffix(name, dot)
+    tail = name[dot:]
+    suffix = _SUFFIXES.get(tail)
+    if suffix is None:
+        suffix = _checked_suffix(name, dot)
+        if len(_SUFFIXES) < _SUFFIXES_KEPT:
+            _SUFFIXES[tail] = suffix
+    return suffix
+
+
+def _checked_suffix(name: str, dot: int) -> str:
     if dot <= 0 or len(name) - dot > 16 or not name[:dot].strip("."):
         return ""
     suffix = name[dot:]

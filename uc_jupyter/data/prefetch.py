@@ -15,8 +15,8 @@ reservations is one index transaction instead of one per file.
 
 Example:
     >>> fetch = Prefetcher(cache, ThreadDownloads(fs, RetryPolicy()), group="g", keep=True)  # doctest: +SKIP
-    >>> for wanted, got in fetch.run(items):                                                 # doctest: +SKIP
-    ...     use(got.path); fetch.delivered(got, hold=True)
+    >>> for got in fetch.run(items):                                                         # doctest: +SKIP
+    ...     use(got.path); fetch.delivered(got)
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import contextlib
 import functools
 import math
 import resource
-import threading
 import time
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -43,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["Downloads", "Held", "Prefetcher", "ReaderDownloads", "ThreadDownloads", "Wanted"]
 
 MAX_PREFETCH = 64
+_CHUNK = 8  # files at least per top-up of the window
 _SLOW_THREADS = 4  # files another process is downloading: waited for on a few threads
 
 
@@ -140,6 +140,10 @@ class Prefetcher:
         keep: False streams misses through without keeping them (``cache="never"``).
         window: delivered files kept pinned until this many more were delivered.
         prefetch: files kept in flight; None adapts to latency and pace.
+        hold: keep delivered files pinned for the window; False releases each as it is delivered
+            (a transform that returned is done with the path).
+
+    Pass each file :meth:`run` yields to ``delivered`` once the consumer has it.
     """
 
     def __init__(
@@ -151,36 +155,50 @@ class Prefetcher:
         keep: bool,
         window: int = 512,
         prefetch: int | None = None,
+        hold: bool = True,
     ) -> None:
         self.cache, self.downloads = cache, downloads
         self.group, self.keep = group, keep
         self.held = Held(cache, window)
+        # An attribute, not a method: it runs per file, and a warm epoch's file costs a few calls.
+        self.delivered: Callable[[CachedFile], None] = self.held.add if hold else cache.release
         self.pace = Pace(prefetch)
         self.lingering: list[CachedFile] = []  # after a complete pass: the last files, still pinned
         self._slow: cf.ThreadPoolExecutor | None = None
         self._unreserved: collections.deque[_Slot] = collections.deque()  # misses to reserve, in order
+        self._yielded = 0  # files yielded since the pace last heard
         _ensure_open_files(window + 2 * MAX_PREFETCH + 256)
 
-    def run(self, wanted: Sequence[Wanted]) -> Generator[tuple[Wanted, CachedFile], None, None]:
-        """Yield each file of ``wanted`` in order, pinned; pass each to :meth:`delivered` once used."""
-        pending: collections.deque[_Slot] = collections.deque()
+    def run(self, wanted: Sequence[Wanted]) -> Generator[CachedFile, None, None]:
+        """Yield the file of each of ``wanted`` in order, pinned; pass each to :meth:`delivered` once used."""
+        # Hits wait in the window as their pinned files, misses as slots: a warm epoch is all hits,
+        # and per file the stream may cost little more than the pin itself.
+        pending: collections.deque[CachedFile | _Slot] = collections.deque()
         self._unreserved.clear()
+        self._yielded = 0
         position = 0
+        refill_at = 0  # top up once the window is down to this many files
         finished = False
         try:
             while True:
-                depth = self.pace.depth()
-                # Top up in chunks, so that reservations and starts are batched.
-                if position < len(wanted) and len(pending) <= depth - max(1, depth // 4):
+                if len(pending) <= refill_at and position < len(wanted):
+                    self.pace.consumed(self._yielded)
+                    self._yielded = 0
+                    depth = self.pace.depth()
                     position = self._top_up(pending, wanted, position, depth)
+                    refill_at = _refill_at(depth)
                 if not pending:
                     finished = True
                     return
-                slot = pending[0]
-                got = self._settle(slot)
-                pending.popleft()
-                self.pace.consumed()
-                yield slot.wanted, got
+                head = pending.popleft()
+                if isinstance(head, _Slot):
+                    got, waited = self._settle(head)
+                    if waited:  # the window grows: top up sooner
+                        refill_at = _refill_at(self.pace.depth())
+                else:
+                    got = head
+                self._yielded += 1
+                yield got
         finally:
             self._abandon(pending)
             self.cache.flush()
@@ -194,26 +212,23 @@ class Prefetcher:
             else:
                 self.held.release_all()  # the consumer stopped early: it moved on
 
-    def delivered(self, got: CachedFile, *, hold: bool) -> None:
-        """The consumer has ``got``: keep it pinned for the window (``hold``), or release it now."""
-        if hold:
-            self.held.add(got)
-        else:
-            self.cache.release(got)
-
     # ---------------------------------------------------------------- internals
-    def _top_up(self, pending: collections.deque[_Slot], wanted: Sequence[Wanted], position: int, depth: int) -> int:
-        cache = self.cache
-        while len(pending) < depth and position < len(wanted):
-            slot = _Slot(wanted[position])
-            position += 1
-            slot.got = cache.lookup(slot.wanted.key, slot.wanted.size, name=slot.wanted.name)
-            if slot.got is None:
+    def _top_up(
+        self, pending: collections.deque[CachedFile | _Slot], wanted: Sequence[Wanted], position: int, depth: int
+    ) -> int:
+        lookup = self.cache.lookup
+        end = min(len(wanted), position + depth - len(pending))
+        for item in wanted[position:end]:
+            got = lookup(item.key, item.size, name=item.name)
+            if got is None:
+                slot = _Slot(item)
                 self._unreserved.append(slot)
-            pending.append(slot)
+                pending.append(slot)
+            else:
+                pending.append(got)
         if self._unreserved:
             self._reserve()
-        return position
+        return max(end, position)
 
     def _reserve(self) -> None:
         """Reserve the window's misses in order, in one transaction, and start their downloads."""
@@ -258,10 +273,11 @@ class Prefetcher:
         else:
             slot.future.set_result(got)
 
-    def _settle(self, slot: _Slot) -> CachedFile:
-        """The head slot's file, waiting for it as needed."""
+    def _settle(self, slot: _Slot) -> tuple[CachedFile, bool]:
+        """A missed file at the head of the window, waiting for it as needed; and whether the
+        consumer had to wait for its download."""
         if slot.got is not None:
-            return slot.got
+            return slot.got, False
         if slot.future is None:
             # No room when it was reserved with the others; now that it is next, wait for room
             # (relieving what this stream holds) like a single download does.
@@ -275,12 +291,12 @@ class Prefetcher:
                 keep=self.keep,
                 relieve=self.held.relieve,
             )
-            return slot.got
+            return slot.got, False
         waited = not slot.future.done()
         slot.got = slot.future.result()
         if slot.download is not None:
             self.pace.fetched(slot.seconds, waited=waited)
-        return slot.got
+        return slot.got, waited
 
     def _download_now(self, wanted: Wanted) -> Callable[[str], None]:
         def download(tmp: str) -> None:
@@ -302,18 +318,20 @@ class Prefetcher:
             keep=self.keep,
         )
 
-    def _abandon(self, pending: collections.deque[_Slot]) -> None:
+    def _abandon(self, pending: collections.deque[CachedFile | _Slot]) -> None:
         """Stop what is still in flight and give back its room and pins."""
-        running = [slot.download for slot in pending if slot.download is not None and not slot.download.done()]
+        slots = [item for item in pending if isinstance(item, _Slot)]
+        running = [slot.download for slot in slots if slot.download is not None and not slot.download.done()]
         if running:
             self.downloads.cancel(running)
         self._unreserved.clear()
-        for slot in pending:
-            if slot.got is None and slot.future is not None and not slot.future.cancel():
+        for item in pending:
+            got = item if isinstance(item, CachedFile) else item.got
+            if isinstance(item, _Slot) and got is None and item.future is not None and not item.future.cancel():
                 with contextlib.suppress(Exception):
-                    slot.got = slot.future.result()  # waits for a cancelled download to stop
-            if slot.got is not None:
-                self.cache.release(slot.got)
+                    got = item.future.result()  # waits for a cancelled download to stop
+            if got is not None:
+                self.cache.release(got)
         pending.clear()
 
 
@@ -324,29 +342,28 @@ class Held:
     they hold budget that files in flight need (resident pins hold none)."""
 
     def __init__(self, cache: FileCache, window: int) -> None:
+        # No lock: only the stream's own thread adds, relieves (from inside its cache.get) and takes.
         self._cache, self._window = cache, window
         self._files: collections.deque[CachedFile] = collections.deque()
-        self._lock = threading.Lock()  # relieve() runs on helper threads too
 
     def add(self, got: CachedFile) -> None:
-        with self._lock:
-            self._files.append(got)
-            old = self._files.popleft() if len(self._files) > self._window else None
-        if old is not None:
-            self._cache.release(old)
+        files = self._files
+        files.append(got)
+        if len(files) > self._window:
+            old = files.popleft()
+            if old.pin is not None:  # a resident file: unpin it (FileCache.release, without the call)
+                old.pin.release()
+            else:
+                self._cache.release(old)
 
     def relieve(self) -> None:
-        with self._lock:
-            streamed = [f for f in self._files if not f.resident]
-            early = streamed[: max(1, len(streamed) // 2)] if streamed else []
-            for f in early:
-                self._files.remove(f)
-        for f in early:
+        streamed = [f for f in self._files if not f.resident]
+        for f in streamed[: max(1, len(streamed) // 2)]:
+            self._files.remove(f)
             self._cache.release(f)
 
     def take_all(self) -> list[CachedFile]:
-        with self._lock:
-            files, self._files = list(self._files), collections.deque()
+        files, self._files = list(self._files), collections.deque()
         return files
 
     def release_all(self) -> None:
@@ -373,10 +390,18 @@ class Pace:
         self.fetch_seconds = seconds if not self.fetch_seconds else 0.9 * self.fetch_seconds + 0.1 * seconds
         self.margin = min(float(MAX_PREFETCH), self.margin + 2.0) if waited else max(0.0, self.margin - 0.05)
 
-    def consumed(self) -> None:
+    def consumed(self, count: int) -> None:
+        """The consumer took ``count`` more files since the last call (told in chunks: per file,
+        the clock would cost more than a warm cache's hit)."""
         now = time.perf_counter()
-        interval, self._last = now - self._last, now
-        self.consume_seconds = interval if not self.consume_seconds else 0.9 * self.consume_seconds + 0.1 * interval
+        elapsed, self._last = now - self._last, now
+        if count <= 0:
+            return
+        interval = elapsed / count
+        weight = min(1.0, 0.1 * count)
+        self.consume_seconds = (
+            interval if not self.consume_seconds else (1 - weight) * self.consume_seconds + weight * interval
+        )
 
     def depth(self) -> int:
         if self.fixed is not None:
@@ -385,6 +410,12 @@ class Pace:
             return 16
         wanted = math.ceil(self.fetch_seconds / max(self.consume_seconds, 1e-4) + self.margin) + 2
         return max(4, min(MAX_PREFETCH, wanted))
+
+
+def _refill_at(depth: int) -> int:
+    """Top the window up once it is down to this many files: in chunks, so that reservations and
+    starts are batched (and a warm epoch's hits pay the top-up's overhead once per chunk)."""
+    return max(0, depth - max(_CHUNK, depth // 4))
 
 
 def _ensure_open_files(needed: int) -> None:

@@ -125,6 +125,10 @@ class UCVolumeDataset(PartitionedDataset):
         self._cache_budget = (cache_max_bytes, min_free_bytes)
         self._cache_dir = cache_dir
         self._cache: FileCache | None = None
+        if not self.in_place:
+            # Opened here, once: DataLoader workers inherit it, instead of each checking the index's
+            # schema and reclaiming dead processes' leftovers on every epoch's start.
+            self._file_cache()
         self._lingering: list[CachedFile] = []
         self._fs: tuple[int, fsspec.AbstractFileSystem] | None = None
         # The cache keys of every file, made once here and shipped to workers (32 bytes a file).
@@ -145,10 +149,10 @@ class UCVolumeDataset(PartitionedDataset):
         return self.listing.volume_path, self.listing.digest
 
     def _stream(self, positions: npt.NDArray[np.int64], counters: _Counters, stream: str) -> Iterator[Any]:
-        files = [self.listing.files[i] for i in positions]
+        indices: list[int] = positions.tolist()  # plain ints: indexing with numpy's costs more per file
         if self.in_place:
-            return self._read_in_place(files, counters, stream)
-        return self._read_cached(positions, files, counters, stream)
+            return self._read_in_place(indices, counters, stream)
+        return self._read_cached(indices, counters, stream)
 
     def stats(self) -> DatasetStats:
         """Counters of the streams run in this process, and the shared cache's fill."""
@@ -184,16 +188,16 @@ class UCVolumeDataset(PartitionedDataset):
             return item, self._label_index[remote.relative.split("/", 1)[0]]
         return item
 
-    def _read_in_place(self, files: list[RemoteFile], counters: _Counters, stream: str) -> Iterator[Any]:
-        for remote in files:
+    def _read_in_place(self, indices: list[int], counters: _Counters, stream: str) -> Iterator[Any]:
+        files = self.listing.files
+        for index in indices:
+            remote = files[index]
             item = self._deliver(f"{self._root}/{remote.relative}", remote)
-            self._count(counters, stream, delivered=1, files=1, bytes=remote.size, hits=1)
+            self._count_file(counters, stream, remote.size, downloaded=False, resident=True)
             yield item
         producer.notify(final=True)
 
-    def _read_cached(
-        self, positions: npt.NDArray[np.int64], files: list[RemoteFile], counters: _Counters, stream: str
-    ) -> Iterator[Any]:
+    def _read_cached(self, indices: list[int], counters: _Counters, stream: str) -> Iterator[Any]:
         cache = self._file_cache()
         for leftover in self._lingering:  # the previous pass's last files: its consumer moved on
             cache.release(leftover)
@@ -205,48 +209,39 @@ class UCVolumeDataset(PartitionedDataset):
             keep=self._keep,
             window=self.pin_window,
             prefetch=self.prefetch,
+            hold=self.transform is None,  # a transform is done with the path when it returns
         )
-        hold = self.transform is None  # a transform is done with the path when it returns
+        plain = self.transform is None and not self.classes  # the item is the path itself
+        handed_over, count = fetch.delivered, self._count_file
         try:
-            with contextlib.closing(fetch.run(_WantedFiles(self, positions))) as delivered:
+            with contextlib.closing(fetch.run(_WantedFiles(self, indices))) as delivered:
                 # The prefetcher first: its end (not the list's) must be reached for it to finish.
-                for (_, got), remote in zip(delivered, files, strict=True):
+                for got, index in zip(delivered, indices, strict=True):
                     try:
-                        item = self._deliver(got.path, remote)
+                        item = got.path if plain else self._deliver(got.path, self.listing.files[index])
                     finally:
-                        fetch.delivered(got, hold=hold)
-                    if got.downloaded:
-                        streamed = 0 if got.resident else 1
-                        self._count(
-                            counters,
-                            stream,
-                            delivered=1,
-                            files=1,
-                            bytes=got.size,
-                            misses=1,
-                            bytes_downloaded=got.size,
-                            streamed=streamed,
-                        )
-                    else:
-                        self._count(counters, stream, delivered=1, files=1, bytes=got.size, hits=1)
+                        handed_over(got)
+                    count(counters, stream, got.size, downloaded=got.downloaded, resident=got.resident)
                     yield item
             producer.notify(final=True)
         finally:
             fetch.downloads.close()
             self._lingering = fetch.lingering
 
-    def _wanted(self, index: int) -> Wanted:
-        """What the prefetcher needs of the listing's file ``index`` (made as the window reaches it)."""
-        remote = self.listing.files[index]
+    def _wanted(self, indices: list[int]) -> list[Wanted]:
+        """What the prefetcher needs of the listing's files at ``indices`` (made as the window
+        reaches them, a few at a time: this runs per file of every pass)."""
         if self._digests is None:  # a dataset made to read in place, read through the cache after all
             self._digests = _digests(self.listing)
-        return Wanted(
-            key=self._digests[32 * index : 32 * index + 32].hex(),
-            size=remote.size,
-            name=remote.relative.rsplit("/", 1)[-1],
-            source=f"{self._root}/{remote.relative}",
-            where=f"{self.listing.volume_path}/{remote.relative}",
-        )
+        files, digests, root, where = self.listing.files, self._digests, self._root, self.listing.volume_path
+        wanted = []
+        for index in indices:
+            remote = files[index]
+            relative = remote.relative
+            key = digests[32 * index : 32 * index + 32].hex()
+            name = relative[relative.rfind("/") + 1 :]
+            wanted.append(Wanted(key, remote.size, name, f"{root}/{relative}", f"{where}/{relative}"))
+        return wanted
 
     def _downloads(self, counters: _Counters) -> Downloads:
         """The lean S3 reader where the volume's options allow it, else fsspec on pool threads."""
@@ -266,8 +261,8 @@ class _WantedFiles(Sequence[Wanted]):
     """A stream's files as the prefetcher sees them, made one by one as its window advances (so the
     first file does not wait for keys and paths of the whole stream)."""
 
-    def __init__(self, dataset: UCVolumeDataset, positions: npt.NDArray[np.int64]) -> None:
-        self._dataset, self._positions = dataset, positions.tolist()
+    def __init__(self, dataset: UCVolumeDataset, positions: list[int]) -> None:
+        self._dataset, self._positions = dataset, positions
 
     def __len__(self) -> int:
         return len(self._positions)
@@ -280,8 +275,8 @@ class _WantedFiles(Sequence[Wanted]):
 
     def __getitem__(self, item: int | slice) -> Wanted | Sequence[Wanted]:
         if isinstance(item, slice):
-            return [self._dataset._wanted(i) for i in self._positions[item]]
-        return self._dataset._wanted(self._positions[item])
+            return self._dataset._wanted(self._positions[item])
+        return self._dataset._wanted([self._positions[item]])[0]
 
 
 def _digests(listing: Listing) -> bytes:
