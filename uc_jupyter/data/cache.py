@@ -308,7 +308,7 @@ class FileCache:
 
     def lookup(self, key: str, size: int, *, name: str = "") -> CachedFile | None:
         """The pinned file for ``key`` when it is cached, else None (no download, no index access)."""
-        path = f"{self._base}/objects/{key[:2]}/{key}{_suffix(name)}"  # _object_path, inlined: it runs per hit
+        path = self._object_path(key, name)
         pin = self._pin(path)
         if pin is None:
             return None

@@ -325,11 +325,12 @@ class Prefetcher:
         if running:
             self.downloads.cancel(running)
         self._unreserved.clear()
-        for item in pending:
-            got = item if isinstance(item, CachedFile) else item.got
-            if isinstance(item, _Slot) and got is None and item.future is not None and not item.future.cancel():
+        for slot in slots:
+            if slot.got is None and slot.future is not None and not slot.future.cancel():
                 with contextlib.suppress(Exception):
-                    got = item.future.result()  # waits for a cancelled download to stop
+                    slot.got = slot.future.result()  # waits for a cancelled download to stop
+        for item in pending:  # hits are their pinned files; a slot's file is its got, if any
+            got = item.got if isinstance(item, _Slot) else item
             if got is not None:
                 self.cache.release(got)
         pending.clear()
@@ -350,11 +351,7 @@ class Held:
         files = self._files
         files.append(got)
         if len(files) > self._window:
-            old = files.popleft()
-            if old.pin is not None:  # a resident file: unpin it (FileCache.release, without the call)
-                old.pin.release()
-            else:
-                self._cache.release(old)
+            self._cache.release(files.popleft())
 
     def relieve(self) -> None:
         streamed = [f for f in self._files if not f.resident]
