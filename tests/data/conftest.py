@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,6 +16,7 @@ from typing import Any
 import pytest
 
 from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.processes import free_port
 from uc_jupyter.testing.s3_server import S3TestServer
 
 FileMaker = Callable[..., dict[str, bytes]]
@@ -27,6 +33,35 @@ def write_files(folder: Path, count: int, size: int = 100, prefix: str = "f", su
         path.write_bytes(content)
         written[relative] = content
     return written
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[str]:
+    """An independent S3 implementation (moto's server) on 127.0.0.1, one per test module (tests
+    may switch its signature checks on); yields its endpoint once it answers."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/reset-auth", timeout=5).close()
+            except urllib.error.HTTPError:
+                break  # it answers (a GET there is refused): it is up
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        yield endpoint
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 @pytest.fixture(scope="session")

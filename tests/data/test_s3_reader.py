@@ -8,8 +8,6 @@ import json
 import os
 import socket
 import socketserver
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -22,7 +20,6 @@ import pytest
 
 from uc_jupyter.data.remote import RetryPolicy, VolumeReadError
 from uc_jupyter.data.s3_reader import DownloadCancelled, S3Reader, reader_for
-from uc_jupyter.processes import free_port
 from uc_jupyter.testing.s3_server import S3TestServer
 
 FAST_RETRY = RetryPolicy(attempts=3, base_seconds=0.001)
@@ -124,33 +121,6 @@ def test_a_download_cancelled_while_queued_ends_at_once(s3: S3TestServer, tmp_pa
 
 
 # ------------------------------------------------------------------ moto checks signatures
-
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[str]:
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/reset-auth", timeout=5).close()
-            except urllib.error.HTTPError:
-                break  # it answers (a GET there is refused): it is up
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-        yield endpoint
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def moto_auth_after(endpoint: str, requests: str) -> None:

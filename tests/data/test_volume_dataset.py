@@ -19,7 +19,6 @@ from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.data import UCVolumeDataset
 from uc_jupyter.data.remote import RetryPolicy, VolumeReadError
 from uc_jupyter.data.s3_reader import reader_for
-from uc_jupyter.processes import free_port
 from uc_jupyter.testing.s3_server import S3TestServer
 
 from .conftest import write_files
@@ -317,47 +316,23 @@ def test_the_budget_is_never_crossed_and_epoch_two_refetches_at_most_sixty_perce
     assert 0 < peak <= 100_000
 
 
-def test_a_volume_on_moto_reads_like_any_s3(catalog: LocalCatalog, tmp_path: Path) -> None:
+def test_a_volume_on_moto_reads_like_any_s3(catalog: LocalCatalog, tmp_path: Path, moto: str) -> None:
     """The same code against an independent S3 implementation (moto's server)."""
-    import subprocess
-    import sys
-    import time
-
     import s3fs
 
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-    )
-    try:
-        options = {"key": "k", "secret": "s", "endpoint_url": f"http://127.0.0.1:{port}"}
-        fs = s3fs.S3FileSystem(skip_instance_cache=True, **options)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                fs.mkdir("moto-bucket")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-        contents = {f"data/{i}.json": json.dumps({"i": i}).encode() for i in range(6)}
-        for key, body in contents.items():
-            fs.pipe_file(f"moto-bucket/{key}", body)
-        catalog.create_volume("main.ml.moto", "s3://moto-bucket/data", storage_options=options)
-        dataset = UCVolumeDataset(
-            "/Volumes/main/ml/moto", cache_dir=tmp_path / "c", cache_max_bytes=10**6, min_free_bytes=0
-        )
-        assert read_all(list(dataset)) == [contents[k] for k in sorted(contents)]
-        fs.pipe_file("moto-bucket/data/3.json", b'{"i": "changed"}')
-        again = UCVolumeDataset("/Volumes/main/ml/moto", cache_dir=tmp_path / "c", min_free_bytes=0)
-        assert read_all(list(again))[3] == b'{"i": "changed"}'
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    options = {"key": "k", "secret": "s", "endpoint_url": moto}
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, **options)
+    fs.mkdir("moto-bucket")
+    contents = {f"data/{i}.json": json.dumps({"i": i}).encode() for i in range(6)}
+    for key, body in contents.items():
+        fs.pipe_file(f"moto-bucket/{key}", body)
+    catalog.create_volume("main.ml.moto", "s3://moto-bucket/data", storage_options=options)
+    cache = {"cache_dir": tmp_path / "c", "min_free_bytes": 0}
+    dataset = UCVolumeDataset("/Volumes/main/ml/moto", cache_max_bytes=10**6, **cache)
+    assert read_all(list(dataset)) == [contents[k] for k in sorted(contents)]
+    fs.pipe_file("moto-bucket/data/3.json", b'{"i": "changed"}')
+    again = UCVolumeDataset("/Volumes/main/ml/moto", **cache)
+    assert read_all(list(again))[3] == b'{"i": "changed"}'
 
 
 # ------------------------------------------------------------------ checkpoints
