@@ -336,6 +336,7 @@ def write_files(folder: Path, count: int, kib: float, seed: int = SEED) -> tuple
 def bench_env(args: argparse.Namespace) -> Iterator[Env]:
     """Files, server and catalog in a temporary folder; everything is removed on the way out."""
     from uc_jupyter.catalog.local import LocalCatalog
+    from uc_jupyter.testing.catalogs import external_location
     from uc_jupyter.testing.s3_server import S3TestServer
 
     tmp = Path(tempfile.mkdtemp(prefix="uc-bench-volume-"))
@@ -354,7 +355,8 @@ def bench_env(args: argparse.Namespace) -> Iterator[Env]:
         catalog = LocalCatalog(tmp / "home")
         catalog.create_catalog("main")
         catalog.create_schema("main.bench")
-        volume = catalog.create_volume("main.bench.data", f"s3://{BUCKET}/data", storage_options=server.storage_options)
+        external_location(catalog, f"s3://{BUCKET}", server.storage_options)
+        volume = catalog.create_volume("main.bench.data", f"s3://{BUCKET}/data")
         yield Env(tmp, server, volume.path, f"{BUCKET}/data", local_folder, relatives, total)
     finally:
         if server is not None:

@@ -3,6 +3,7 @@ for what only a process shows (exit codes, stderr without tracebacks, the demo, 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -132,8 +133,11 @@ def test_json_documents_for_lists_and_changes(ok_json: Callable[..., Any]) -> No
 def test_volumes_managed_and_external(
     ok: Callable[..., list[str]], ok_json: Callable[..., Any], schema: str, tmp_path: Path
 ) -> None:
-    external = tmp_path / "raw"
+    external = tmp_path / "data" / "raw"
     assert ok("catalog", "create", "volume", "main.ml.images") == ["created volume main.ml.images"]
+    assert ok("catalog", "create", "location", "scratch", "--url", str(tmp_path / "data")) == [
+        "created external location scratch"
+    ]
     assert ok("catalog", "create", "volume", "main.ml.raw", "--location", str(external)) == [
         "created volume main.ml.raw"
     ]
@@ -149,6 +153,48 @@ def test_volumes_managed_and_external(
     assert ok("catalog", "drop", "volume", "main.ml.images") == ["dropped volume main.ml.images"]
     assert external.is_dir()  # an external volume's files are kept
     assert ok("catalog", "list", "volumes", schema) == []
+
+
+def test_credentials_and_locations(
+    ok: Callable[..., list[str]], ok_json: Callable[..., Any], cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text('{"key": "AKIA-TOP", "secret": "s3cr3t-value"}')
+    assert ok("catalog", "create", "credential", "lake", "--options-file", str(keys), "--option", "anon=false") == [
+        "created storage credential lake"
+    ]
+    assert ok("catalog", "create", "location", "raw", "--url", "s3a://lake/raw/", "--credential", "lake") == [
+        "created external location raw"
+    ]
+    assert ok("catalog", "list", "credentials") == ["lake\tadmin\tanon,key,secret\t"]
+    assert ok("catalog", "list", "locations") == ["raw\ts3://lake/raw\tlake\tadmin\t"]
+    [credential] = ok_json("catalog", "list", "credentials")
+    assert credential["option_names"] == ["anon", "key", "secret"]
+    everything = "".join(ok("--json", "catalog", "list", "credentials") + ok("catalog", "list", "locations"))
+    assert "AKIA-TOP" not in everything and "s3cr3t-value" not in everything
+
+    ok("catalog", "create", "principal", "alice")
+    assert ok("catalog", "grant", "CREATE EXTERNAL VOLUME", "raw", "alice", "--on", "location") == [
+        "granted CREATE EXTERNAL VOLUME on location raw to alice"
+    ]
+    assert ok("catalog", "show-grants", "raw", "--on", "location") == [
+        "alice\tCREATE EXTERNAL VOLUME\texternal_location\traw"
+    ]
+    assert ok("catalog", "grant", "CREATE CATALOG", "metastore", "alice", "--on", "metastore") == [
+        "granted CREATE CATALOG on metastore metastore to alice"
+    ]
+    assert ok("--as", "alice", "catalog", "create", "catalog", "alices") == ["created catalog alices"]
+    code, _, err = cli("--as", "alice", "catalog", "create", "location", "mine", "--url", str(tmp_path / "data"))
+    assert (code, err.strip()) == (1, "uc-jupyter: error: alice lacks CREATE EXTERNAL LOCATION on the metastore")
+    code, _, err = cli("catalog", "drop", "credential", "lake")
+    assert code == 1 and "used by external location raw" in err
+    assert ok("catalog", "drop", "location", "raw") == ["dropped external location raw"]
+    assert ok("catalog", "drop", "credential", "lake") == ["dropped storage credential lake"]
+
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"token": "t"}'))
+    assert ok("catalog", "create", "credential", "gcs", "--options-file", "-") == ["created storage credential gcs"]
+    code, _, err = cli("catalog", "create", "credential", "bad", "--option", "s3cr3t-without-a-key")
+    assert (code, err.strip()) == (1, "uc-jupyter: error: --option: give KEY=VALUE (one option has no '=' or no key)")
 
 
 def test_tables_from_parquet_and_csv(
@@ -186,7 +232,8 @@ def test_tables_from_parquet_and_csv(
     overwritten = ok_json("catalog", "create", "table", "main.ml.iris", "--from", str(parquet), "--mode", "overwrite")
     assert (overwritten["action"], overwritten["rows"]) == ("overwritten", 3)
 
-    location = tmp_path / "ext_table"
+    location = tmp_path / "tables" / "ext_table"
+    ok("catalog", "create", "location", "tables", "--url", str(tmp_path / "tables"))
     ok("catalog", "create", "table", "main.ml.ext", "--from", str(csv), "--location", str(location))
     [ext] = [t for t in ok_json("catalog", "list", "tables", schema) if t["name"] == "ext"]
     assert (ext["table_type"], ext["storage_location"]) == ("EXTERNAL", f"file://{location}")

@@ -10,6 +10,8 @@ List columns:
     tables      full name, MANAGED|EXTERNAL, owner, storage location, number of columns
     volumes     full name, MANAGED|EXTERNAL, owner, storage location, /Volumes path
     principals  name, user|service_principal, admin (or empty)
+    credentials name, owner, option names (never their values), comment
+    locations   name, URL, credential (or empty), owner, comment
     show-grants principal, privilege, securable kind, securable
 """
 
@@ -31,6 +33,8 @@ from uc_jupyter.catalog import (
     Catalog,
     CatalogError,
     CatalogInfo,
+    CredentialInfo,
+    ExternalLocationInfo,
     GrantInfo,
     PrincipalInfo,
     Privilege,
@@ -53,6 +57,9 @@ examples:
   uc-jupyter catalog list tables main.ml
   uc-jupyter catalog create table main.ml.iris --from iris.parquet
   uc-jupyter catalog grant "USE CATALOG" main alice
+  uc-jupyter catalog create credential lake --options-file keys.json
+  uc-jupyter catalog create location raw --url s3://lake/raw --credential lake
+  uc-jupyter catalog grant "CREATE EXTERNAL VOLUME" raw alice --on location
   uc-jupyter --as alice --json catalog list schemas main
 """
 
@@ -63,7 +70,11 @@ _LIST_ARGUMENT = {
     "schemas": "CATALOG",
     "tables": "CATALOG.SCHEMA",
     "volumes": "CATALOG.SCHEMA",
+    "credentials": None,
+    "locations": None,
 }
+# The catalog method behind `catalog list KIND`, where it is not list_<KIND>.
+_LISTER = {"credentials": "list_storage_credentials", "locations": "list_external_locations"}
 
 # The tab-separated columns printed for each kind of object in a list.
 _ROWS: dict[type, Callable[[Any], tuple[object, ...]]] = {
@@ -73,6 +84,8 @@ _ROWS: dict[type, Callable[[Any], tuple[object, ...]]] = {
     VolumeInfo: lambda v: (v.full_name, v.volume_type, v.owner, v.storage_location, v.path),
     PrincipalInfo: lambda p: (p.name, p.kind, "admin" if p.admin else ""),
     GrantInfo: lambda g: (g.principal, g.privilege, g.securable_kind, g.securable),
+    CredentialInfo: lambda c: (c.name, c.owner, ",".join(c.option_names), c.comment),
+    ExternalLocationInfo: lambda loc: (loc.name, loc.url, loc.credential_name, loc.owner, loc.comment),
 }
 
 _ERRORS = (CatalogError, ValueError, TypeError, OSError)
@@ -174,8 +187,32 @@ def build_parser() -> argparse.ArgumentParser:
     principal = leaf(create, "principal", "register a principal", _catalog_create)
     principal.add_argument("name", metavar="NAME")
     principal.add_argument("--service-principal", action="store_true", help="a service principal, not a user")
+    credential = leaf(create, "credential", "create a storage credential (admins)", _catalog_create_storage)
+    credential.add_argument("name", metavar="NAME")
+    credential.add_argument(
+        "--option",
+        dest="options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a storage option (repeatable); a value on the command line is seen by ps and shell history: "
+        "prefer --options-file",
+    )
+    credential.add_argument(
+        "--options-file", metavar="FILE", help="a JSON object of storage options; '-' reads standard input"
+    )
+    credential.add_argument("--comment", help="a description stored with the credential")
+    location = leaf(create, "location", "create an external location", _catalog_create_storage)
+    location.add_argument("name", metavar="NAME")
+    location.add_argument("--url", required=True, metavar="URL", help="the storage URL prefix, e.g. s3://bucket/raw")
+    location.add_argument("--credential", metavar="NAME", help="the storage credential it uses (default: none)")
+    location.add_argument("--comment", help="a description stored with the location")
 
     drop = group(catalog, "drop", "drop a catalog object", "kind")
+    for kind in ("credential", "location"):
+        leaf(
+            drop, kind, f"drop a {'storage credential' if kind == 'credential' else 'external location'}", _catalog_drop
+        ).add_argument("name", metavar="NAME")
     for kind in ("catalog", "schema", "table", "volume", "principal"):
         sub = leaf(drop, kind, f"drop a {kind}", _catalog_drop)
         sub.add_argument("name", metavar=_name_metavar(kind))
@@ -185,10 +222,14 @@ def build_parser() -> argparse.ArgumentParser:
     for verb, help_text in (("grant", "grant a privilege"), ("revoke", "revoke a privilege")):
         sub = leaf(catalog, verb, help_text, _catalog_grant)
         sub.add_argument("privilege", metavar="PRIVILEGE", help='e.g. "USE CATALOG" or use_catalog')
-        sub.add_argument("securable", metavar="SECURABLE", help="a catalog, schema, table or volume")
+        sub.add_argument(
+            "securable", metavar="SECURABLE", help="a catalog, schema, table or volume; with --on, its name"
+        )
         sub.add_argument("principal", metavar="PRINCIPAL")
+        _add_on_option(sub)
     show = leaf(catalog, "show-grants", "list the privileges granted on a securable", _catalog_show_grants)
     show.add_argument("securable", metavar="SECURABLE")
+    _add_on_option(show)
 
     init = leaf(demo, "init", "build the demo table, volume and principal (kept when complete)", _demo_init)
     init.add_argument("--force", action="store_true", help="rebuild even when the demo is complete")
@@ -213,6 +254,14 @@ def _add_global_options(parser: argparse.ArgumentParser, *, json_default: Any, a
     )
 
 
+def _add_on_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--on",
+        choices=("location", "credential", "metastore"),
+        help="the securable is an external location, a storage credential or the metastore (SECURABLE: metastore)",
+    )
+
+
 def _name_metavar(kind: str) -> str:
     if kind in ("catalog", "principal"):
         return "NAME"
@@ -221,13 +270,22 @@ def _name_metavar(kind: str) -> str:
 
 # ----------------------------------------------------------------------------- command families
 def _catalog_list(cat: Catalog, args: argparse.Namespace) -> Report:
-    lister = getattr(cat, f"list_{args.kind}")
+    lister = getattr(cat, _LISTER.get(args.kind, f"list_{args.kind}"))
     items = lister(args.parent) if _LIST_ARGUMENT[args.kind] else lister()
     return _listing(items)
 
 
 def _catalog_show_grants(cat: Catalog, args: argparse.Namespace) -> Report:
-    return _listing(cat.show_grants(args.securable))
+    return _listing(cat.show_grants(args.securable, kind=args.on))
+
+
+def _catalog_create_storage(cat: Catalog, args: argparse.Namespace) -> Report:
+    if args.kind == "location":
+        location = cat.create_external_location(args.name, args.url, args.credential, comment=args.comment)
+        return _change("created", "external location", location.name, location=_plain(location))
+    options = _storage_options(args.options, args.options_file)
+    credential = cat.create_storage_credential(args.name, options, comment=args.comment)
+    return _change("created", "storage credential", credential.name, credential=_plain(credential))
 
 
 def _catalog_create(cat: Catalog, args: argparse.Namespace) -> Report:
@@ -257,6 +315,12 @@ def _catalog_create(cat: Catalog, args: argparse.Namespace) -> Report:
 
 def _catalog_drop(cat: Catalog, args: argparse.Namespace) -> Report:
     kind: str = args.kind
+    if kind == "credential":
+        cat.drop_storage_credential(args.name)
+        return _change("dropped", "storage credential", args.name)
+    if kind == "location":
+        cat.drop_external_location(args.name)
+        return _change("dropped", "external location", args.name)
     if kind in ("catalog", "schema"):
         getattr(cat, f"drop_{kind}")(args.name, cascade=args.cascade)
     else:
@@ -268,8 +332,8 @@ def _catalog_drop(cat: Catalog, args: argparse.Namespace) -> Report:
 def _catalog_grant(cat: Catalog, args: argparse.Namespace) -> Report:
     privilege = Privilege.parse(args.privilege)
     change = cat.grant if args.action == "grant" else cat.revoke
-    change(args.securable, privilege, args.principal)
-    securable = str(parse_name(args.securable))
+    change(args.securable, privilege, args.principal, kind=args.on)
+    securable = str(parse_name(args.securable)) if args.on is None else f"{args.on} {args.securable}"
     verb, to = ("granted", "to") if args.action == "grant" else ("revoked", "from")
     return Report(
         [f"{verb} {privilege} on {securable} {to} {args.principal}"],
@@ -300,6 +364,26 @@ def _demo_init(cat: Catalog, args: argparse.Namespace) -> Report:
 
 
 # ----------------------------------------------------------------------------- helpers
+def _storage_options(pairs: list[str], options_file: str | None) -> dict[str, Any]:
+    """Storage options from ``--options-file`` (a JSON object) and ``--option KEY=VALUE`` pairs."""
+    options: dict[str, Any] = {}
+    if options_file is not None:
+        text = sys.stdin.read() if options_file == "-" else Path(options_file).read_text()
+        try:
+            loaded = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--options-file {options_file}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(loaded, dict):
+            raise ValueError(f"--options-file {options_file}: give a JSON object of option names to values")
+        options.update(loaded)
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:  # never echo the text: it may be a secret typed without its key
+            raise ValueError("--option: give KEY=VALUE (one option has no '=' or no key)")
+        options[name] = value
+    return options
+
+
 def _read_table_file(source: str) -> pa.Table:
     """Read a .parquet or .csv file into a pyarrow Table."""
     path = Path(source)

@@ -6,6 +6,10 @@ upgrade), and waits for a busy database up to a timeout. WAL mode, which lets re
 writer, is switched on once per database file and retried: SQLite does not apply the busy timeout
 to that statement, so processes opening a fresh database together would otherwise fail.
 
+A damaged file (not a database, a malformed page) raises :class:`CorruptDatabase`: one line naming
+the file and what its owner says to do, instead of sqlite3's bare ``DatabaseError``. The file is
+created with mode 0600 (its folder should be 0700): nothing in it is for other OS users.
+
 Example:
     >>> import tempfile, os
     >>> store = SqliteStore(os.path.join(tempfile.mkdtemp(), "x.db"), schema=["CREATE TABLE t (v)"])
@@ -26,14 +30,36 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["SqliteStore"]
+__all__ = ["CorruptDatabase", "SqliteStore"]
+
+
+class CorruptDatabase(OSError):
+    """The database file is damaged or is not a SQLite database; the message names it and says
+    what to do (``remedy``)."""
+
+    def __init__(self, path: Path, detail: str, remedy: str) -> None:
+        super().__init__(f"{path} is damaged ({detail}); {remedy}")
+        self.path = path
+        self.detail = detail
+        self.remedy = remedy
+
+    def __reduce__(self) -> tuple[object, ...]:  # keep the fields when crossing a process boundary
+        return (type(self), (self.path, self.detail, self.remedy))
+
+
+def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
+    """sqlite3 raises plain DatabaseError for a file that is not a database and for malformed pages;
+    its subclasses (OperationalError: locked, busy; IntegrityError) are about the statement."""
+    text = str(exc).lower()
+    return type(exc) is sqlite3.DatabaseError or "malformed" in text or "not a database" in text
 
 
 class SqliteStore:
     """Per-thread, per-process connections to the database at ``path`` and explicit transactions.
 
     ``schema`` statements run once, in one write transaction, when the store is created (use
-    ``IF NOT EXISTS`` forms: every process runs them).
+    ``IF NOT EXISTS`` forms: every process runs them). ``remedy`` ends the message of a
+    :class:`CorruptDatabase` (what the owner of this file should do about a damaged one).
     """
 
     def __init__(
@@ -43,12 +69,15 @@ class SqliteStore:
         schema: Sequence[str] = (),
         busy_timeout: float = 60.0,
         foreign_keys: bool = False,
+        remedy: str = "move it away and start again",
     ) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout
         self.foreign_keys = foreign_keys
+        self.remedy = remedy
         self._local = threading.local()
-        self._enable_wal()
+        with self._translating():
+            self._enable_wal()
         if schema:
             with self.transaction() as conn:
                 for statement in schema:
@@ -66,14 +95,25 @@ class SqliteStore:
     @contextlib.contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
         """One transaction, committed on success and rolled back on any exception."""
-        conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        with self._translating():
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):  # a damaged file may refuse the rollback too
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def _translating(self) -> Iterator[None]:
         try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
+            yield
+        except sqlite3.DatabaseError as exc:
+            if _is_corruption(exc):
+                raise CorruptDatabase(self.path, str(exc), self.remedy) from exc
             raise
-        conn.execute("COMMIT")
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -83,6 +123,10 @@ class SqliteStore:
         return conn
 
     def _connect(self) -> sqlite3.Connection:
+        if not self.path.exists():
+            # Created private before SQLite opens it (SQLite would honour the umask: often 0644).
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600))
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")

@@ -27,19 +27,23 @@ from uc_jupyter.catalog import (
     current_principal,
     get_catalog,
 )
+from uc_jupyter.catalog.external import NoExternalLocation
 from uc_jupyter.catalog.local import EscapesVolume, LocalCatalog, NotEmpty
 from uc_jupyter.tables.delta import read_arrow
+from uc_jupyter.testing.catalogs import external_location
 
 ADMIN = "admin"
 
 
 @pytest.fixture
-def cat(isolated_home: Path) -> LocalCatalog:
+def cat(isolated_home: Path, tmp_path: Path) -> LocalCatalog:
+    """The catalog with main.ml, principals alice and bob, and an external location over tmp_path."""
     catalog = LocalCatalog(isolated_home)
     catalog.create_catalog("main")
     catalog.create_schema("main.ml")
     for principal in ("alice", "bob"):
         catalog.create_principal(principal)
+    external_location(catalog, str(tmp_path), name="tmp")
     return catalog
 
 
@@ -57,7 +61,8 @@ def managed_dirs(cat: LocalCatalog, kind: str) -> list[str]:
 
 def test_created_objects_are_listed_and_described(cat: LocalCatalog) -> None:
     table = cat.create_table("main.ml.iris", rows(), comment="flowers")
-    volume = cat.create_volume("main.ml.images")
+    volume = cat.create_volume("main.ml.images", comment="pictures")
+    assert volume.comment == "pictures"
     assert [c.name for c in cat.list_catalogs()] == ["main"]
     assert [s.full_name for s in cat.list_schemas("main")] == ["main.ml"]
     assert [t.full_name for t in cat.list_tables("main.ml")] == ["main.ml.iris"]
@@ -231,7 +236,7 @@ def test_storage_locations_may_not_overlap(cat: LocalCatalog, tmp_path: Path) ->
     for location in (tmp_path / "raw", tmp_path / "raw" / "inner", tmp_path):
         with pytest.raises(AlreadyExists, match="overlaps volume main.ml.raw"):
             cat.create_volume("main.ml.other", str(location))
-    with pytest.raises(ValueError, match="overlaps the catalog's managed storage"):
+    with pytest.raises(NoExternalLocation, match="no external location contains it"):
         cat.create_volume("main.ml.sneaky", str(cat.root / "storage" / "volumes"))
 
 
@@ -379,6 +384,8 @@ def test_all_privileges_and_ownership_cover_everything(
     objects.grant("main", "ALL PRIVILEGES", "alice")
     with as_principal("alice"):
         access(objects)
+    objects.create_principal("carol")
+    objects.grant("metastore", "CREATE CATALOG", "carol", kind="metastore")
     with as_principal("carol"):  # owns a catalog of its own, nothing here
         objects.create_catalog("carols")
         with pytest.raises(PermissionDenied):
@@ -513,6 +520,7 @@ def test_resolve_volume_path_maps_to_storage(cat: LocalCatalog) -> None:
 
 
 def test_external_volume_on_another_filesystem(cat: LocalCatalog) -> None:
+    external_location(cat, "memory://uc-test/bucket")
     cat.create_volume("main.ml.mem", "memory://uc-test/bucket/prefix")
     resolved = cat.resolve_volume_path("/Volumes/main/ml/mem/a/b.txt", write=True)
     resolved.fs.pipe_file(resolved.path, b"hello")

@@ -15,12 +15,14 @@ from uc_jupyter.catalog.privileges import (
     GRANTABLE,
     AccessFacts,
     Action,
+    FlatFacts,
     Grant,
     Privilege,
     SecurableKind,
     check_grantable,
     first_missing,
     holds,
+    holds_flat,
     is_owner,
     requirements,
     validate_principal,
@@ -59,17 +61,40 @@ EXPECTED: dict[Action, tuple[SecurableName, tuple[Requirement, ...]]] = {
     ),
 }
 
+# Unity Catalog's privilege types per securable (the ones this catalog implements).
+DATA_PRIVILEGES = frozenset(
+    {
+        P.USE_CATALOG,
+        P.USE_SCHEMA,
+        P.SELECT,
+        P.MODIFY,
+        P.READ_VOLUME,
+        P.WRITE_VOLUME,
+        P.CREATE_SCHEMA,
+        P.CREATE_TABLE,
+        P.CREATE_VOLUME,
+        P.ALL_PRIVILEGES,
+    }
+)
 EXPECTED_GRANTABLE: dict[SecurableKind, frozenset[Privilege]] = {
-    SecurableKind.CATALOG: frozenset(Privilege),
-    SecurableKind.SCHEMA: frozenset(Privilege) - {P.USE_CATALOG, P.CREATE_SCHEMA},
+    SecurableKind.CATALOG: DATA_PRIVILEGES,
+    SecurableKind.SCHEMA: DATA_PRIVILEGES - {P.USE_CATALOG, P.CREATE_SCHEMA},
     SecurableKind.TABLE: frozenset({P.SELECT, P.MODIFY, P.ALL_PRIVILEGES}),
     SecurableKind.VOLUME: frozenset({P.READ_VOLUME, P.WRITE_VOLUME, P.ALL_PRIVILEGES}),
+    SecurableKind.METASTORE: frozenset({P.CREATE_CATALOG, P.CREATE_STORAGE_CREDENTIAL, P.CREATE_EXTERNAL_LOCATION}),
+    SecurableKind.STORAGE_CREDENTIAL: frozenset({P.CREATE_EXTERNAL_LOCATION, P.ALL_PRIVILEGES}),
+    SecurableKind.EXTERNAL_LOCATION: frozenset(
+        {P.CREATE_EXTERNAL_TABLE, P.CREATE_EXTERNAL_VOLUME, P.READ_FILES, P.WRITE_FILES, P.ALL_PRIVILEGES}
+    ),
 }
-KIND_EXAMPLE = {
+KIND_EXAMPLE: dict[SecurableKind, object] = {
     SecurableKind.CATALOG: MAIN,
     SecurableKind.SCHEMA: SCHEMA_A,
     SecurableKind.TABLE: TABLE_1,
     SecurableKind.VOLUME: VOLUME,
+    SecurableKind.METASTORE: "metastore",
+    SecurableKind.STORAGE_CREDENTIAL: "lake",
+    SecurableKind.EXTERNAL_LOCATION: "raw",
 }
 
 
@@ -268,13 +293,14 @@ def test_all_privileges_does_not_make_an_owner() -> None:
 
 # --- against a brute-force oracle -------------------------------------------------------------------
 
-ALL_GRANTS = [Grant(n, p, u) for n in UNIVERSE for p in Privilege for u in (ALICE, BOB)]
+# Grants in the catalog tree are of data privileges (check_grantable refuses the others there).
+ALL_GRANTS = [Grant(n, p, u) for n in UNIVERSE for p in DATA_PRIVILEGES for u in (ALICE, BOB)]
 access_facts = st.builds(
     facts,
     st.frozensets(st.sampled_from(ALL_GRANTS), max_size=12),
     st.dictionaries(st.sampled_from(UNIVERSE), st.sampled_from([ALICE, BOB]), max_size=2),
 )
-CHECKS = [(u, p, n) for u in (ALICE, BOB) for p in Privilege for n in UNIVERSE]
+CHECKS = [(u, p, n) for u in (ALICE, BOB) for p in DATA_PRIVILEGES for n in UNIVERSE]
 ACTION_CHECKS = [
     (u, action, name)
     for u in (ALICE, BOB)
@@ -343,8 +369,73 @@ def test_check_grantable(kind: SecurableKind, privilege: Privilege) -> None:
     with pytest.raises(ValueError, match="cannot be granted") as error:
         check_grantable(kind, name, privilege)
     message = str(error.value)
-    assert f"{privilege.value} cannot be granted on {kind.value} {name}" in message
+    assert f"{privilege.value} cannot be granted on {kind.label} {name}" in message
     assert all(p.value in message for p in EXPECTED_GRANTABLE[kind])
+
+
+# --- securables outside the catalog tree: metastore, storage credentials, external locations --------
+
+FLAT_KINDS = [SecurableKind.METASTORE, SecurableKind.STORAGE_CREDENTIAL, SecurableKind.EXTERNAL_LOCATION]
+
+
+def flat_oracle(principal: str, privilege: Privilege, kind: SecurableKind, access: FlatFacts) -> bool:
+    """Unity Catalog's rule, spelled out: metastore admins hold the metastore's privileges, owners
+    everything on what they own, and grantees what was granted (ALL PRIVILEGES: what the kind offers)."""
+    if kind is SecurableKind.METASTORE and access.admin:
+        return True
+    if access.owner == principal:
+        return True
+    if privilege in access.granted:
+        return True
+    offered = EXPECTED_GRANTABLE[kind]
+    return P.ALL_PRIVILEGES in access.granted and P.ALL_PRIVILEGES in offered and privilege in offered
+
+
+@settings(max_examples=300)
+@given(
+    st.sampled_from(FLAT_KINDS),
+    st.sampled_from(list(Privilege)),
+    st.builds(
+        FlatFacts,
+        owner=st.sampled_from([None, ALICE, BOB]),
+        granted=st.frozensets(st.sampled_from(list(Privilege)), max_size=4),
+        admin=st.booleans(),
+    ),
+)
+def test_holds_flat_matches_the_oracle(kind: SecurableKind, privilege: Privilege, access: FlatFacts) -> None:
+    assert holds_flat(ALICE, privilege, kind, access) == flat_oracle(ALICE, privilege, kind, access)
+
+
+def test_all_privileges_on_a_location_does_not_reach_the_metastore() -> None:
+    access = FlatFacts(owner=None, granted=frozenset({P.ALL_PRIVILEGES}), admin=False)
+    assert holds_flat(ALICE, P.READ_FILES, SecurableKind.EXTERNAL_LOCATION, access)
+    assert not holds_flat(ALICE, P.CREATE_CATALOG, SecurableKind.METASTORE, access)
+    assert not holds_flat(ALICE, P.SELECT, SecurableKind.EXTERNAL_LOCATION, access)
+
+
+def test_flat_privileges_are_not_grantable_in_the_catalog_tree() -> None:
+    for privilege in (P.CREATE_CATALOG, P.CREATE_EXTERNAL_VOLUME, P.READ_FILES, P.WRITE_FILES):
+        with pytest.raises(ValueError, match="cannot be granted on catalog main"):
+            check_grantable(SecurableKind.CATALOG, MAIN, privilege)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("location", SecurableKind.EXTERNAL_LOCATION),
+        ("External Location", SecurableKind.EXTERNAL_LOCATION),
+        ("credential", SecurableKind.STORAGE_CREDENTIAL),
+        ("storage-credential", SecurableKind.STORAGE_CREDENTIAL),
+        ("metastore", SecurableKind.METASTORE),
+    ],
+)
+def test_flat_kinds_parse(text: str, kind: SecurableKind) -> None:
+    assert SecurableKind.parse_flat(text) is kind
+
+
+def test_unknown_flat_kind_is_one_line() -> None:
+    with pytest.raises(ValueError, match="unknown securable kind 'table'; use 'location', 'credential' or 'metastore'"):
+        SecurableKind.parse_flat("table")
 
 
 # --- parsing privileges and principals --------------------------------------------------------------
@@ -407,7 +498,16 @@ EXPECTED_APPLIES_TO: dict[Privilege, frozenset[SecurableKind]] = {
     P.MODIFY: frozenset({SecurableKind.TABLE}),
     P.READ_VOLUME: frozenset({SecurableKind.VOLUME}),
     P.WRITE_VOLUME: frozenset({SecurableKind.VOLUME}),
-    P.ALL_PRIVILEGES: frozenset(SecurableKind),
+    P.ALL_PRIVILEGES: frozenset(
+        {SecurableKind.CATALOG, SecurableKind.SCHEMA, SecurableKind.TABLE, SecurableKind.VOLUME}
+    ),
+    P.CREATE_CATALOG: frozenset({SecurableKind.METASTORE}),
+    P.CREATE_STORAGE_CREDENTIAL: frozenset({SecurableKind.METASTORE}),
+    P.CREATE_EXTERNAL_LOCATION: frozenset({SecurableKind.METASTORE, SecurableKind.STORAGE_CREDENTIAL}),
+    P.CREATE_EXTERNAL_TABLE: frozenset({SecurableKind.EXTERNAL_LOCATION}),
+    P.CREATE_EXTERNAL_VOLUME: frozenset({SecurableKind.EXTERNAL_LOCATION}),
+    P.READ_FILES: frozenset({SecurableKind.EXTERNAL_LOCATION}),
+    P.WRITE_FILES: frozenset({SecurableKind.EXTERNAL_LOCATION}),
 }
 OBJECT_KINDS = {
     MAIN: SecurableKind.CATALOG,

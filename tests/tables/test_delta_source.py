@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.tables import get_spark, table
 from uc_jupyter.tables.delta_source import DeltaSource
+from uc_jupyter.testing.catalogs import external_location
 from uc_jupyter.testing.deletion_vectors import delete_with_deletion_vector
 
 # Which file (in the order the log adds them) loses which row positions: across row-group borders,
@@ -87,6 +88,7 @@ def test_a_partitioned_table_with_deletion_vectors_reads_exactly_in_many_partiti
     assert _collected(frame) == expected
     assert _partitions(frame) > len(sizes)
     # table(): the same rows, in the splits the session's parallelism gives.
+    external_location(catalog, str(tmp_path))
     catalog.create_table("main.ml.events", storage_location=str(root))
     through_catalog = table("main.ml.events")
     assert _collected(through_catalog) == expected
@@ -114,6 +116,7 @@ def test_the_source_reads_where_uc_jupyter_cannot_be_imported(
     root = tmp_path / "events"
     expected = _build(root)
     table_path = str(root)
+    external_location(catalog, str(tmp_path))
     catalog.create_table("main.ml.events", storage_location=table_path)
     table("main.ml.events")  # registers the data source for the session
     payload = tmp_path / "source.pickle"

@@ -9,6 +9,7 @@ import pytest
 from uc_jupyter.catalog import AlreadyExists, PermissionDenied
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.tables import export_table, load_hf_dataset
+from uc_jupyter.testing.catalogs import external_location
 from uc_jupyter.testing.s3_server import S3TestServer
 
 
@@ -67,6 +68,7 @@ def test_export_checks_grants_and_mode(catalog: LocalCatalog, spark_remote: str)
 
 
 def test_export_to_object_storage_is_refused_clearly(catalog: LocalCatalog, tmp_path: Path) -> None:
+    external_location(catalog, "memory://exports")
     catalog.create_volume("main.ml.remote", "memory://exports/data")
     with pytest.raises(
         ValueError, match="cannot export into /Volumes/main/ml/remote/points: its volume is at memory://"
@@ -84,5 +86,6 @@ def test_load_hf_dataset_reads_parquet_on_object_storage(catalog: LocalCatalog, 
         folder.mkdir(parents=True)
         pq.write_table(read_arrow("main.ml.points", catalog=catalog), folder / "part-0.parquet")
         (folder / "_SUCCESS").write_bytes(b"")
-        catalog.create_volume("main.ml.remote", "s3://exports/data", storage_options=server.storage_options)
+        external_location(catalog, "s3://exports", server.storage_options)
+        catalog.create_volume("main.ml.remote", "s3://exports/data")
         assert rows_of(load_hf_dataset("/Volumes/main/ml/remote/points")) == EXPECTED

@@ -38,12 +38,15 @@ __all__ = [
     "CatalogError",
     "CatalogInfo",
     "ColumnInfo",
+    "CredentialInfo",
+    "ExternalLocationInfo",
     "GrantInfo",
     "InvalidName",
     "NotFound",
     "PermissionDenied",
     "PrincipalInfo",
     "Privilege",
+    "ResolvedStoragePath",
     "ResolvedTable",
     "ResolvedVolumePath",
     "SchemaInfo",
@@ -155,6 +158,40 @@ class VolumeInfo:
 
 
 @dataclass(frozen=True)
+class CredentialInfo:
+    """A storage credential: a named set of storage options (keys, tokens, endpoints) that only the
+    catalog reads. ``option_names`` says which options it holds; their values are never returned."""
+
+    name: str
+    owner: str
+    created_at: datetime
+    option_names: tuple[str, ...] = ()
+    comment: str | None = None
+
+    @property
+    def full_name(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class ExternalLocationInfo:
+    """An external location: a storage URL prefix bound to a storage credential (None: the process's
+    own environment, e.g. AWS_* variables or local file permissions), inside which external tables and
+    volumes may be created by principals holding CREATE EXTERNAL TABLE / CREATE EXTERNAL VOLUME on it."""
+
+    name: str
+    url: str
+    credential_name: str | None
+    owner: str
+    created_at: datetime
+    comment: str | None = None
+
+    @property
+    def full_name(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
 class GrantInfo:
     securable: str
     securable_kind: SecurableKind
@@ -184,6 +221,22 @@ class ResolvedVolumePath:
     fs: fsspec.AbstractFileSystem = field(repr=False, compare=False)
     path: str
     url: str
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ResolvedStoragePath:
+    """A storage URL inside an external location, after the READ FILES (or WRITE FILES) check.
+
+    Example:
+        >>> r = get_catalog().resolve_storage_path("s3://bucket/raw/2024/a.csv")  # doctest: +SKIP
+        >>> r.fs.open(r.path).read(10)                                            # doctest: +SKIP
+    """
+
+    url: str
+    location: ExternalLocationInfo
+    fs: fsspec.AbstractFileSystem = field(repr=False, compare=False)
+    path: str
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -241,12 +294,30 @@ class Catalog(Protocol):
     def get_table(self, name: str) -> TableInfo: ...
     def get_volume(self, name: str) -> VolumeInfo: ...
 
-    def grant(self, securable: str, privilege: str | Privilege, principal: str) -> None: ...
-    def revoke(self, securable: str, privilege: str | Privilege, principal: str) -> None: ...
-    def show_grants(self, securable: str) -> list[GrantInfo]: ...
+    def grant(
+        self, securable: str, privilege: str | Privilege, principal: str, *, kind: str | SecurableKind | None = None
+    ) -> None: ...
+    def revoke(
+        self, securable: str, privilege: str | Privilege, principal: str, *, kind: str | SecurableKind | None = None
+    ) -> None: ...
+    def show_grants(self, securable: str, *, kind: str | SecurableKind | None = None) -> list[GrantInfo]: ...
+
+    def create_storage_credential(
+        self, name: str, storage_options: dict[str, Any] | None = None, *, comment: str | None = None
+    ) -> CredentialInfo: ...
+    def get_storage_credential(self, name: str) -> CredentialInfo: ...
+    def list_storage_credentials(self) -> list[CredentialInfo]: ...
+    def drop_storage_credential(self, name: str) -> None: ...
+    def create_external_location(
+        self, name: str, url: str, credential: str | None = None, *, comment: str | None = None
+    ) -> ExternalLocationInfo: ...
+    def get_external_location(self, name: str) -> ExternalLocationInfo: ...
+    def list_external_locations(self) -> list[ExternalLocationInfo]: ...
+    def drop_external_location(self, name: str) -> None: ...
 
     def resolve_volume_path(self, path: str, *, write: bool = False) -> ResolvedVolumePath: ...
     def resolve_table(self, name: str, *, write: bool = False) -> ResolvedTable: ...
+    def resolve_storage_path(self, url: str, *, write: bool = False) -> ResolvedStoragePath: ...
 
 
 # The principal override of `as_principal`, shared by every catalog object in this process.

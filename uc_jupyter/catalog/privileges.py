@@ -6,6 +6,14 @@ an object holds every privilege on it and on everything inside it. An action is 
 principal holds each privilege of the action's requirement list, e.g. reading a table needs
 ``USE CATALOG`` on its catalog, ``USE SCHEMA`` on its schema and ``SELECT`` on the table.
 
+Storage is governed apart from that hierarchy, as in Unity Catalog: the *metastore* grants
+``CREATE CATALOG``, ``CREATE STORAGE CREDENTIAL`` and ``CREATE EXTERNAL LOCATION`` (metastore admins
+hold them); a *storage credential* grants ``CREATE EXTERNAL LOCATION`` (making a location that uses
+it); an *external location* (a URL prefix bound to a credential) grants ``CREATE EXTERNAL TABLE``,
+``CREATE EXTERNAL VOLUME``, ``READ FILES`` and ``WRITE FILES`` below its URL. These securables have
+no containers: their owner, an ``ALL PRIVILEGES`` grant or the privilege itself decides
+(:func:`holds_flat`).
+
 Example:
     >>> from uc_jupyter.catalog.names import parse_name
     >>> t = parse_name("main.ml.iris")
@@ -27,12 +35,14 @@ __all__ = [
     "GRANTABLE",
     "AccessFacts",
     "Action",
+    "FlatFacts",
     "Grant",
     "Privilege",
     "SecurableKind",
     "check_grantable",
     "first_missing",
     "holds",
+    "holds_flat",
     "is_owner",
     "requirements",
     "validate_principal",
@@ -52,6 +62,13 @@ class Privilege(str, enum.Enum):
     CREATE_SCHEMA = "CREATE SCHEMA"
     CREATE_TABLE = "CREATE TABLE"
     CREATE_VOLUME = "CREATE VOLUME"
+    CREATE_CATALOG = "CREATE CATALOG"
+    CREATE_STORAGE_CREDENTIAL = "CREATE STORAGE CREDENTIAL"
+    CREATE_EXTERNAL_LOCATION = "CREATE EXTERNAL LOCATION"
+    CREATE_EXTERNAL_TABLE = "CREATE EXTERNAL TABLE"
+    CREATE_EXTERNAL_VOLUME = "CREATE EXTERNAL VOLUME"
+    READ_FILES = "READ FILES"
+    WRITE_FILES = "WRITE FILES"
     ALL_PRIVILEGES = "ALL PRIVILEGES"
 
     def __str__(self) -> str:
@@ -80,14 +97,67 @@ class SecurableKind(str, enum.Enum):
     SCHEMA = "schema"
     TABLE = "table"
     VOLUME = "volume"
+    METASTORE = "metastore"
+    STORAGE_CREDENTIAL = "storage_credential"
+    EXTERNAL_LOCATION = "external_location"
 
     def __str__(self) -> str:
         return self.value
 
+    @property
+    def flat(self) -> bool:
+        """Outside the catalog/schema/object hierarchy: nothing is inherited from a container."""
+        return self in _FLAT_KINDS
+
+    @property
+    def label(self) -> str:
+        """How messages name the kind: ``external location``."""
+        return self.value.replace("_", " ")
+
+    @classmethod
+    def parse_flat(cls, text: str | SecurableKind) -> SecurableKind:
+        """Accept ``"location"``, ``"external_location"``, ``"credential"``, ``"metastore"`` alike.
+
+        Example:
+            >>> SecurableKind.parse_flat("location")
+            <SecurableKind.EXTERNAL_LOCATION: 'external_location'>
+        """
+        if isinstance(text, SecurableKind) and text.flat:
+            return text
+        normalised = str(text).strip().lower().replace(" ", "_").replace("-", "_")
+        kind = {
+            "location": cls.EXTERNAL_LOCATION,
+            "external_location": cls.EXTERNAL_LOCATION,
+            "credential": cls.STORAGE_CREDENTIAL,
+            "storage_credential": cls.STORAGE_CREDENTIAL,
+            "metastore": cls.METASTORE,
+        }.get(normalised)
+        if kind is None:
+            raise ValueError(f"unknown securable kind {text!r}; use 'location', 'credential' or 'metastore'")
+        return kind
+
+
+_FLAT_KINDS = frozenset({SecurableKind.METASTORE, SecurableKind.STORAGE_CREDENTIAL, SecurableKind.EXTERNAL_LOCATION})
+
 
 _P = Privilege
+# The privileges about data, granted in the catalog/schema/object hierarchy.
+_DATA = frozenset(
+    {
+        _P.USE_CATALOG,
+        _P.USE_SCHEMA,
+        _P.SELECT,
+        _P.MODIFY,
+        _P.READ_VOLUME,
+        _P.WRITE_VOLUME,
+        _P.CREATE_SCHEMA,
+        _P.CREATE_TABLE,
+        _P.CREATE_VOLUME,
+        _P.ALL_PRIVILEGES,
+    }
+)
 GRANTABLE: Mapping[SecurableKind, frozenset[Privilege]] = {
-    SecurableKind.CATALOG: frozenset(Privilege),
+    SecurableKind.CATALOG: _DATA,
     SecurableKind.SCHEMA: frozenset(
         {
             _P.USE_SCHEMA,
@@ -102,6 +172,12 @@ GRANTABLE: Mapping[SecurableKind, frozenset[Privilege]] = {
     ),
     SecurableKind.TABLE: frozenset({_P.SELECT, _P.MODIFY, _P.ALL_PRIVILEGES}),
     SecurableKind.VOLUME: frozenset({_P.READ_VOLUME, _P.WRITE_VOLUME, _P.ALL_PRIVILEGES}),
+    # ALL PRIVILEGES is not grantable on the metastore: that would make a second admin in all but name.
+    SecurableKind.METASTORE: frozenset({_P.CREATE_CATALOG, _P.CREATE_STORAGE_CREDENTIAL, _P.CREATE_EXTERNAL_LOCATION}),
+    SecurableKind.STORAGE_CREDENTIAL: frozenset({_P.CREATE_EXTERNAL_LOCATION, _P.ALL_PRIVILEGES}),
+    SecurableKind.EXTERNAL_LOCATION: frozenset(
+        {_P.CREATE_EXTERNAL_TABLE, _P.CREATE_EXTERNAL_VOLUME, _P.READ_FILES, _P.WRITE_FILES, _P.ALL_PRIVILEGES}
+    ),
 }
 
 
@@ -117,7 +193,14 @@ APPLIES_TO: Mapping[Privilege, frozenset[SecurableKind]] = {
     _P.MODIFY: frozenset({SecurableKind.TABLE}),
     _P.READ_VOLUME: frozenset({SecurableKind.VOLUME}),
     _P.WRITE_VOLUME: frozenset({SecurableKind.VOLUME}),
-    _P.ALL_PRIVILEGES: frozenset(SecurableKind),
+    _P.ALL_PRIVILEGES: frozenset(k for k in SecurableKind if not k.flat),
+    _P.CREATE_CATALOG: frozenset({SecurableKind.METASTORE}),
+    _P.CREATE_STORAGE_CREDENTIAL: frozenset({SecurableKind.METASTORE}),
+    _P.CREATE_EXTERNAL_LOCATION: frozenset({SecurableKind.METASTORE, SecurableKind.STORAGE_CREDENTIAL}),
+    _P.CREATE_EXTERNAL_TABLE: frozenset({SecurableKind.EXTERNAL_LOCATION}),
+    _P.CREATE_EXTERNAL_VOLUME: frozenset({SecurableKind.EXTERNAL_LOCATION}),
+    _P.READ_FILES: frozenset({SecurableKind.EXTERNAL_LOCATION}),
+    _P.WRITE_FILES: frozenset({SecurableKind.EXTERNAL_LOCATION}),
 }
 
 
@@ -234,11 +317,43 @@ def visible(
     return seen
 
 
-def check_grantable(kind: SecurableKind, name: SecurableName, privilege: Privilege) -> None:
+@dataclass(frozen=True)
+class FlatFacts:
+    """What decides a privilege on a securable outside the hierarchy (metastore, storage credential,
+    external location): its owner (None for the metastore), the privileges granted on it to the
+    principal asking, and whether that principal is a metastore admin."""
+
+    owner: str | None
+    granted: frozenset[Privilege]
+    admin: bool
+
+
+def holds_flat(principal: str, privilege: Privilege, kind: SecurableKind, facts: FlatFacts) -> bool:
+    """Does ``principal`` hold ``privilege`` on a flat securable of ``kind``? Admins hold every
+    metastore privilege; owners every privilege on what they own; otherwise a grant of it (or of
+    ALL PRIVILEGES, where that is grantable) decides.
+
+    Example:
+        >>> facts = FlatFacts(owner="admin", granted=frozenset({Privilege.READ_FILES}), admin=False)
+        >>> where = SecurableKind.EXTERNAL_LOCATION
+        >>> [holds_flat("alice", p, where, facts) for p in (Privilege.READ_FILES, Privilege.WRITE_FILES)]
+        [True, False]
+    """
+    if kind is SecurableKind.METASTORE and facts.admin:
+        return True
+    if facts.owner is not None and facts.owner == principal:
+        return True
+    return privilege in facts.granted or (
+        _P.ALL_PRIVILEGES in facts.granted and _P.ALL_PRIVILEGES in GRANTABLE[kind] and privilege in GRANTABLE[kind]
+    )
+
+
+def check_grantable(kind: SecurableKind, name: object, privilege: Privilege) -> None:
     """Raise ValueError when ``privilege`` cannot be granted on a securable of ``kind``."""
     if privilege not in GRANTABLE[kind]:
         allowed = ", ".join(sorted(p.value for p in GRANTABLE[kind]))
-        raise ValueError(f"{privilege} cannot be granted on {kind} {name}; on a {kind} grant one of: {allowed}")
+        label = kind.label
+        raise ValueError(f"{privilege} cannot be granted on {label} {name}; on a {label} grant one of: {allowed}")
 
 
 def validate_principal(principal: str) -> str:

@@ -1,12 +1,14 @@
 """Storage locations as fsspec URLs: turning them into filesystems, joining, and containment checks.
 
-Locations are kept as URLs (``file:///abs/dir``, ``s3://bucket/prefix``, ``memory://x``); a plain
-absolute local path is accepted and turned into a ``file://`` URL.
+Locations are kept in the canonical form of :mod:`uc_jupyter.catalog.locations` (``file:///abs/dir``,
+``s3://bucket/prefix``, ``memory://x``); a plain absolute local path is accepted and turned into a
+``file://`` URL. :func:`resolve_location` is the one way a location given by a caller becomes one the
+catalog stores or compares: canonical, with local symlinks resolved.
 
 Example:
     >>> normalise_location("/tmp/data/")
     'file:///tmp/data'
-    >>> locations_overlap("s3://b/a", "s3://b/a/x"), locations_overlap("s3://b/a", "s3://b/ab")
+    >>> locations_overlap("s3://b/a", "s3a://b/a/x"), locations_overlap("s3://b/a", "s3://b/ab")
     (True, False)
 """
 
@@ -14,7 +16,14 @@ from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+
+from uc_jupyter.catalog.locations import (
+    InvalidLocation,
+    canonical_location,
+    local_path_of,
+    locations_overlap,
+    refused_local_path,
+)
 
 if TYPE_CHECKING:
     import fsspec
@@ -30,66 +39,64 @@ __all__ = [
     "normalise_location",
     "realpath_within",
     "remove_location",
+    "resolve_location",
 ]
 
+normalise_location = canonical_location
 
-def normalise_location(location: str) -> str:
-    """A canonical URL for ``location``: scheme kept, no trailing slash, local paths absolute.
 
-    Raises:
-        ValueError: for a relative local path or an empty location.
+def resolve_location(location: str) -> str:
+    """``location`` as the catalog stores and compares it: canonical, and for a local location with
+    every symlink resolved (``realpath``), refused when the real folder is one of the kernel's alias
+    folders (a symlink to ``/proc/self/root`` is as good as ``/``).
+
+    Example:
+        >>> resolve_location("file://localhost/tmp//x/")
+        'file:///tmp/x'
     """
-    if not isinstance(location, str) or not location.strip():
-        raise ValueError(f"invalid storage location {location!r}: give a URL like s3://bucket/prefix")
-    if "://" not in location:
-        if not os.path.isabs(location):
-            raise ValueError(f"invalid storage location {location!r}: a local location must be an absolute path")
-        return "file://" + os.path.normpath(location)
-    scheme, rest = location.split("://", 1)
-    scheme = scheme.lower()
-    if scheme in ("file", "local"):
-        path = unquote(urlsplit(location).path) or "/"
-        return "file://" + os.path.normpath(path)
-    rest = rest.rstrip("/")
-    if not rest:
-        raise ValueError(f"invalid storage location {location!r}: no bucket or path after {scheme}://")
-    return f"{scheme}://{rest}"
+    canonical = canonical_location(location)
+    path = local_path_of(canonical)
+    if path is None:
+        return canonical
+    real = os.path.realpath(path)
+    refused = refused_local_path(real)
+    if refused:
+        raise InvalidLocation(f"invalid storage location {location!r}: {refused}")
+    return f"file://{real}"
 
 
 def is_local(location: str) -> bool:
-    return normalise_location(location).startswith("file://")
+    """Is ``location`` (a stored location, or one joined with a relative path) on the local disk?"""
+    scheme, separator, _ = location.partition(":")
+    if not separator or "/" in scheme:
+        return location.startswith("/")
+    return scheme.lower() in ("file", "local")
 
 
 def local_path(location: str) -> str:
-    """The local path of a ``file://`` location."""
-    url = normalise_location(location)
-    if not url.startswith("file://"):
-        raise ValueError(f"{location!r} is not a local location")
-    return url[len("file://") :]
+    """The local path of a ``file://`` location (stored form: nothing is decoded again)."""
+    if location.startswith("/"):
+        return location
+    if location.startswith("file://"):
+        return location[len("file://") :]
+    raise ValueError(f"{location!r} is not a local location")
 
 
 def delta_uri(location: str) -> str:
     """The form deltalake expects: a plain path for local tables, the URL otherwise."""
-    return local_path(location) if is_local(location) else normalise_location(location)
+    return local_path(location) if is_local(location) else location
 
 
 def join_location(location: str, relative: str) -> str:
-    """``location`` with a relative POSIX path appended ('' gives ``location`` itself)."""
-    url = normalise_location(location)
-    return f"{url}/{relative}" if relative else url
-
-
-def locations_overlap(a: str, b: str) -> bool:
-    """True when one location is the other or lies inside it."""
-    a, b = normalise_location(a).rstrip("/") + "/", normalise_location(b).rstrip("/") + "/"
-    return a.startswith(b) or b.startswith(a)
+    """Stored ``location`` with a relative POSIX path appended as it is ('' gives ``location``)."""
+    return f"{location.rstrip('/')}/{relative}" if relative else location
 
 
 def filesystem(location: str, storage_options: dict[str, Any] | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
     """The fsspec filesystem for ``location`` and the location's path on it."""
     import fsspec.core
 
-    fs, path = fsspec.core.url_to_fs(normalise_location(location), **(storage_options or {}))
+    fs, path = fsspec.core.url_to_fs(location, **(storage_options or {}))
     return fs, str(path)
 
 

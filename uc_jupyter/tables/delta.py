@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from uc_jupyter.catalog import Catalog, CatalogError, get_catalog
+from uc_jupyter.catalog import Catalog, CatalogError, NotFound, ResolvedTable, get_catalog
+from uc_jupyter.catalog.delta_files import delta_exists
 from uc_jupyter.catalog.storage import delta_uri
+from uc_jupyter.data import options as opt
+from uc_jupyter.errors import first_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -27,7 +30,9 @@ def open_delta(name: str, *, version: int | None = None, catalog: Catalog | None
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
 
-    resolved = (catalog or get_catalog()).resolve_table(name)
+    version = opt.maybe_whole_number("version", version)
+    cat = catalog or get_catalog()
+    resolved = cat.resolve_table(name)
     try:
         return DeltaTable(
             delta_uri(resolved.storage_location),
@@ -35,23 +40,45 @@ def open_delta(name: str, *, version: int | None = None, catalog: Catalog | None
             storage_options=resolved.storage_options or None,
         )
     except DeltaError as exc:
-        raise CatalogError(f"table {resolved.table.full_name}: cannot open version {version}: {exc}") from exc
+        raise _delta_failure(cat, resolved, f"cannot open version {version}", exc) from exc
 
 
 def read_arrow(
     name: str,
     *,
-    columns: list[str] | None = None,
+    columns: str | list[str] | None = None,
     version: int | None = None,
     catalog: Catalog | None = None,
 ) -> pa.Table:
-    """Read table ``name`` (optionally some ``columns`` at a pinned ``version``) into pyarrow."""
+    """Read table ``name`` (optionally some ``columns``, or one as a str, at a pinned ``version``) into pyarrow."""
     import pyarrow as pa
+    from deltalake.exceptions import DeltaError
 
-    table = open_delta(name, version=version, catalog=catalog)
+    columns = opt.column_names("columns", columns)
+    cat = catalog or get_catalog()
+    table = open_delta(name, version=version, catalog=cat)
     if columns is not None:
         known = [f.name for f in table.schema().fields]
         unknown = [c for c in columns if c not in known]
         if unknown:
             raise ValueError(f"table {name} has no column {unknown[0]!r}; its columns are {', '.join(known)}")
-    return pa.RecordBatchReader.from_stream(table.scan(columns=columns)).read_all()
+    try:
+        return pa.RecordBatchReader.from_stream(table.scan(columns=columns)).read_all()
+    except (OSError, pa.ArrowException, DeltaError) as exc:  # e.g. its files went away while they were read
+        raise _delta_failure(cat, cat.resolve_table(name), "reading its files failed", exc) from exc
+
+
+def _delta_failure(catalog: Catalog, resolved: ResolvedTable, what: str, exc: BaseException) -> CatalogError:
+    """The one-line error for a Delta read that failed. Readers take no lock, so a table may be dropped
+    or replaced while it is read: the catalog is asked again, and then the answer is its NotFound (the
+    table is gone), a NotFound saying it moved, or a CatalogError with deltalake's first line."""
+    name = resolved.table.full_name
+    try:
+        now = catalog.resolve_table(name)  # raises NotFound when it was dropped meanwhile
+    except NotFound as gone:
+        return gone
+    if now.storage_location != resolved.storage_location or not delta_exists(
+        name, now.storage_location, now.storage_options
+    ):
+        return NotFound(f"table {name} was dropped or replaced while it was read; read it again")
+    return CatalogError(f"table {name}: {what}: {first_line(exc)}")

@@ -1,0 +1,88 @@
+"""The Delta files of the embedded catalog's tables: writing, probing and reading their schema,
+with deltalake's errors turned into the catalog's one-line errors naming the table.
+
+Example:
+    >>> to_arrow({"x": [1]})
+    Traceback (most recent call last):
+    TypeError: data must be a pyarrow Table or a pandas DataFrame, got dict
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from uc_jupyter.catalog import CatalogError, ColumnInfo, NotFound, WriteMode
+from uc_jupyter.catalog import storage as st
+from uc_jupyter.catalog.names import SecurableName
+from uc_jupyter.errors import first_line
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["delta_columns", "delta_exists", "to_arrow", "write_delta"]
+
+
+def to_arrow(data: object) -> pa.Table:
+    """``data`` (a pyarrow Table or RecordBatch, or a pandas DataFrame) as a pyarrow Table."""
+    import pyarrow as pa
+
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is a dependency
+        pd = None  # type: ignore[assignment]
+    if pd is not None and isinstance(data, pd.DataFrame):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise TypeError(f"data must be a pyarrow Table or a pandas DataFrame, got {type(data).__name__}")
+
+
+def write_delta(name: SecurableName, location: str, table: pa.Table, mode: WriteMode, options: dict[str, Any]) -> None:
+    """Write ``table`` at ``location`` (``mode`` as deltalake takes it); ValueError for columns that
+    do not match, CatalogError naming the table for anything else."""
+    from deltalake import write_deltalake
+    from deltalake.exceptions import SchemaMismatchError
+
+    try:
+        write_deltalake(
+            st.delta_uri(location),
+            table,
+            mode=mode,
+            schema_mode="overwrite" if mode == "overwrite" else None,
+            storage_options=options or None,
+        )
+    except SchemaMismatchError as exc:
+        raise ValueError(f"table {name}: the data's columns do not match the table's: {first_line(exc)}") from exc
+    except Exception as exc:  # deltalake raises bare Exceptions with Rust backtraces for many causes
+        raise CatalogError(f"table {name}: writing Delta files failed: {first_line(exc)}") from exc
+
+
+def delta_exists(name: SecurableName | str, location: str, options: dict[str, Any] | None) -> bool:
+    """Is there a Delta table at ``location``? CatalogError naming the table when storage fails."""
+    from deltalake import DeltaTable
+
+    try:
+        return bool(DeltaTable.is_deltatable(st.delta_uri(location), storage_options=options or None))
+    except Exception as exc:
+        raise CatalogError(f"table {name}: cannot look for Delta files at {location}: {first_line(exc)}") from exc
+
+
+def delta_columns(name: SecurableName, location: str, options: dict[str, Any]) -> tuple[ColumnInfo, ...]:
+    """The columns of the Delta table at ``location``; NotFound when it is gone."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        schema = DeltaTable(st.delta_uri(location), storage_options=options or None).schema()
+    except TableNotFoundError as exc:
+        raise NotFound(f"table {name}: no Delta table at {location}") from exc
+    except Exception as exc:
+        raise CatalogError(f"table {name}: cannot read the Delta schema at {location}: {first_line(exc)}") from exc
+    return tuple(ColumnInfo(f.name, _type_text(f.type), bool(f.nullable)) for f in schema.fields)
+
+
+def _type_text(delta_type: Any) -> str:
+    simple = getattr(delta_type, "type", None)
+    return str(simple) if isinstance(simple, str) else str(delta_type)

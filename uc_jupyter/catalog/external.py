@@ -1,0 +1,397 @@
+"""Unity Catalog's storage model for the embedded catalog: storage credentials, external locations,
+and the rules that keep registered storage apart.
+
+- A **storage credential** is a named set of storage options (keys, tokens, endpoints), created by
+  holders of ``CREATE STORAGE CREDENTIAL`` on the metastore (admins). Its options live in the
+  secret store (:mod:`uc_jupyter.catalog.secrets`); nothing returns them.
+- An **external location** binds a URL prefix to a credential (or to none: the process's own
+  environment). Creating one needs ``CREATE EXTERNAL LOCATION`` on the metastore and on the
+  credential. Locations never overlap each other.
+- An external table or volume may only be created inside an external location on which the caller
+  holds ``CREATE EXTERNAL TABLE`` / ``CREATE EXTERNAL VOLUME``; it reads and writes with the
+  location's credential. ``READ FILES`` / ``WRITE FILES`` on a location allow path access
+  (:meth:`ExternalStorage.resolve_storage_path`) to what lies inside it and belongs to no table or volume.
+- No registered storage (location, table, volume) may overlap the catalog's home (metastore, secrets,
+  managed storage, default cache), a cache or home registered elsewhere (:mod:`uc_jupyter.catalog.reserved`),
+  or uc_jupyter's own code; no table or volume may overlap another. Every comparison is between resolved
+  canonical locations (:func:`uc_jupyter.catalog.storage.resolve_location`), so spellings, aliases and
+  symlinks of one place are one place.
+
+Example:
+    >>> cat.create_storage_credential("lake", {"key": "AKIA...", "secret": "..."})     # doctest: +SKIP
+    >>> cat.create_external_location("raw", "s3://lake/raw", "lake")                  # doctest: +SKIP
+    >>> cat.grant("raw", "CREATE EXTERNAL VOLUME", "alice", kind="location")           # doctest: +SKIP
+    >>> with cat.as_principal("alice"):                                                # doctest: +SKIP
+    ...     cat.create_volume("main.ml.images", "s3://lake/raw/images")
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import uc_jupyter
+from uc_jupyter.catalog import (
+    AlreadyExists,
+    CatalogError,
+    ExternalLocationInfo,
+    NotFound,
+    PermissionDenied,
+    ResolvedStoragePath,
+    current_principal,
+)
+from uc_jupyter.catalog import storage as st
+from uc_jupyter.catalog._rows import credential_info, location_info, now
+from uc_jupyter.catalog.locations import local_path_of, location_contains, locations_overlap
+from uc_jupyter.catalog.metastore import Metastore
+from uc_jupyter.catalog.names import parse_name
+from uc_jupyter.catalog.privileges import FlatFacts, Privilege, SecurableKind, holds_flat
+from uc_jupyter.catalog.reserved import inside_marked_folder, reserved_folders
+from uc_jupyter.catalog.secrets import check_options
+
+if TYPE_CHECKING:
+    from uc_jupyter.catalog import CredentialInfo
+
+__all__ = ["METASTORE", "ExternalStorage", "NoExternalLocation", "NotEmpty", "ReservedStorage", "flat_name"]
+
+METASTORE = "metastore"  # the name grants on the metastore are recorded under
+_PACKAGE_DIR = str(Path(uc_jupyter.__file__).resolve().parent)
+_TABLES = {
+    SecurableKind.STORAGE_CREDENTIAL: "storage_credentials",
+    SecurableKind.EXTERNAL_LOCATION: "external_locations",
+}
+
+STORAGE_SCHEMA_SQL = """
+CREATE TABLE IF NOT EXISTS storage_credentials (
+    name TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    option_names TEXT NOT NULL,        -- JSON list of the option names (the values are in secrets.db)
+    comment TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS external_locations (
+    name TEXT PRIMARY KEY,
+    url TEXT NOT NULL UNIQUE,          -- resolved canonical form (uc_jupyter.catalog.storage.resolve_location)
+    credential TEXT REFERENCES storage_credentials(name) ON DELETE RESTRICT,
+    owner TEXT NOT NULL,
+    comment TEXT,
+    created_at TEXT NOT NULL
+);
+-- Grants on securables outside the catalog/schema/object tree: the metastore, credentials, locations.
+CREATE TABLE IF NOT EXISTS flat_grants (
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    privilege TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    PRIMARY KEY (kind, name, privilege, principal)
+);
+"""
+
+
+class NotEmpty(CatalogError):
+    """A catalog, schema, credential or location still holds (or is used by) objects; drop them first
+    or drop with ``cascade=True`` where that is offered."""
+
+
+class NoExternalLocation(PermissionDenied):
+    """No external location contains a storage URL: nothing may be registered or read there."""
+
+    def __init__(self, principal: str, privilege: str, securable: str) -> None:
+        super().__init__(principal, privilege, securable)
+        self.args = (
+            f"{principal} may not use {securable}: no external location contains it (needed: {privilege} on one); "
+            "an admin creates one with `uc-jupyter catalog create location NAME --url URL`",
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ReservedStorage(CatalogError, ValueError):
+    """A storage location that overlaps the catalog's own files (home, cache) or uc_jupyter's code."""
+
+
+def flat_name(kind: SecurableKind, name: str) -> str:
+    """The stored name of a flat securable: a one-part name, lower-case; the metastore is ``metastore``."""
+    if kind is SecurableKind.METASTORE:
+        if str(name).strip().lower() not in ("", METASTORE):
+            raise ValueError(f"grants on the metastore name it 'metastore', got {name!r}")
+        return METASTORE
+    return str(parse_name(name, levels=(1,)))
+
+
+class ExternalStorage(Metastore):
+    """The storage-model half of :class:`uc_jupyter.catalog.local.LocalCatalog`."""
+
+    # ----------------------------------------------------------------- storage credentials
+    def create_storage_credential(
+        self, name: str, storage_options: dict[str, Any] | None = None, *, comment: str | None = None
+    ) -> CredentialInfo:
+        """Create a storage credential holding ``storage_options`` (fsspec options: ``key``,
+        ``secret``, ``token``, ``endpoint_url``, ``client_kwargs``, ...); needs CREATE STORAGE
+        CREDENTIAL on the metastore (admins hold it). The options are never returned again.
+
+        Example:
+            >>> cat.create_storage_credential("lake", {"key": "AKIA", "secret": "s"})  # doctest: +SKIP
+            CredentialInfo(name='lake', owner='admin', ..., option_names=('key', 'secret'))
+        """
+        stored = flat_name(SecurableKind.STORAGE_CREDENTIAL, name)
+        options = check_options(storage_options, f"credential {stored}")
+        with self._transaction(write=True) as conn:
+            self._require_flat(conn, SecurableKind.METASTORE, METASTORE, Privilege.CREATE_STORAGE_CREDENTIAL)
+            if self._flat_row(conn, SecurableKind.STORAGE_CREDENTIAL, stored) is not None:
+                raise AlreadyExists(f"storage credential {stored} already exists")
+            # The secret first: a failure after it leaves an unused secret, never a credential without one.
+            self._secrets.put("credential", stored, options)
+            conn.execute(
+                "INSERT INTO storage_credentials VALUES (?, ?, ?, ?, ?)",
+                (stored, current_principal(), json.dumps(sorted(options)), comment, now()),
+            )
+        return self.get_storage_credential(stored)
+
+    def get_storage_credential(self, name: str) -> CredentialInfo:
+        """A credential's description (never its options); visible to admins, its owner and grantees."""
+        stored = flat_name(SecurableKind.STORAGE_CREDENTIAL, name)
+        with self._transaction() as conn:
+            row = self._visible_flat_row(conn, SecurableKind.STORAGE_CREDENTIAL, stored)
+        return credential_info(row)
+
+    def list_storage_credentials(self) -> list[CredentialInfo]:
+        """The credentials the current principal may see (admins: all)."""
+        with self._transaction() as conn:
+            rows = conn.execute("SELECT * FROM storage_credentials ORDER BY name").fetchall()
+            return [credential_info(r) for r in rows if self._sees_flat(conn, SecurableKind.STORAGE_CREDENTIAL, r)]
+
+    def drop_storage_credential(self, name: str) -> None:
+        """Drop a credential no external location uses; its owner or an admin."""
+        stored = flat_name(SecurableKind.STORAGE_CREDENTIAL, name)
+        with self._transaction(write=True) as conn:
+            row = self._visible_flat_row(conn, SecurableKind.STORAGE_CREDENTIAL, stored)
+            self._require_flat_owner(conn, SecurableKind.STORAGE_CREDENTIAL, row)
+            users = [r[0] for r in conn.execute("SELECT name FROM external_locations WHERE credential = ?", (stored,))]
+            if users:
+                raise NotEmpty(
+                    f"storage credential {stored} is used by external location {', '.join(users)}; drop those first"
+                )
+            conn.execute("DELETE FROM storage_credentials WHERE name = ?", (stored,))
+            conn.execute(
+                "DELETE FROM flat_grants WHERE kind = ? AND name = ?", (SecurableKind.STORAGE_CREDENTIAL, stored)
+            )
+        self._secrets.delete("credential", stored)
+
+    # ----------------------------------------------------------------- external locations
+    def create_external_location(
+        self, name: str, url: str, credential: str | None = None, *, comment: str | None = None
+    ) -> ExternalLocationInfo:
+        """Bind the URL prefix ``url`` to ``credential`` (None: the process's own environment) under
+        ``name``. Needs CREATE EXTERNAL LOCATION on the metastore, and on the credential when one is
+        named. The URL may not overlap another location or the catalog's own files.
+
+        Example:
+            >>> cat.create_external_location("raw", "s3://lake/raw", "lake")  # doctest: +SKIP
+        """
+        stored = flat_name(SecurableKind.EXTERNAL_LOCATION, name)
+        resolved = st.resolve_location(url)
+        credential_name = None if credential is None else flat_name(SecurableKind.STORAGE_CREDENTIAL, credential)
+        with self._transaction(write=True) as conn:
+            self._require_flat(conn, SecurableKind.METASTORE, METASTORE, Privilege.CREATE_EXTERNAL_LOCATION)
+            if credential_name is not None:
+                self._visible_flat_row(conn, SecurableKind.STORAGE_CREDENTIAL, credential_name)
+                self._require_flat(
+                    conn, SecurableKind.STORAGE_CREDENTIAL, credential_name, Privilege.CREATE_EXTERNAL_LOCATION
+                )
+            if self._flat_row(conn, SecurableKind.EXTERNAL_LOCATION, stored) is not None:
+                raise AlreadyExists(f"external location {stored} already exists")
+            for row in conn.execute("SELECT name, url FROM external_locations"):
+                if locations_overlap(resolved, row["url"]):
+                    raise AlreadyExists(
+                        f"external location {stored} at {resolved} overlaps external location {row['name']} "
+                        f"at {row['url']}; locations may not overlap"
+                    )
+            self._ensure_not_reserved(resolved)
+            conn.execute(
+                "INSERT INTO external_locations VALUES (?, ?, ?, ?, ?, ?)",
+                (stored, resolved, credential_name, current_principal(), comment, now()),
+            )
+        return self.get_external_location(stored)
+
+    def get_external_location(self, name: str) -> ExternalLocationInfo:
+        stored = flat_name(SecurableKind.EXTERNAL_LOCATION, name)
+        with self._transaction() as conn:
+            return location_info(self._visible_flat_row(conn, SecurableKind.EXTERNAL_LOCATION, stored))
+
+    def list_external_locations(self) -> list[ExternalLocationInfo]:
+        """The locations the current principal may see (admins: all)."""
+        with self._transaction() as conn:
+            rows = conn.execute("SELECT * FROM external_locations ORDER BY name").fetchall()
+            return [location_info(r) for r in rows if self._sees_flat(conn, SecurableKind.EXTERNAL_LOCATION, r)]
+
+    def drop_external_location(self, name: str) -> None:
+        """Drop a location that holds no table or volume; its owner or an admin."""
+        stored = flat_name(SecurableKind.EXTERNAL_LOCATION, name)
+        with self._transaction(write=True) as conn:
+            row = self._visible_flat_row(conn, SecurableKind.EXTERNAL_LOCATION, stored)
+            self._require_flat_owner(conn, SecurableKind.EXTERNAL_LOCATION, row)
+            inside = [
+                f"{r['kind']} {r['key']}"
+                for r in conn.execute(
+                    "SELECT key, kind, storage_location FROM securables "
+                    "WHERE managed = 0 AND storage_location IS NOT NULL"
+                )
+                if _contains(row["url"], r["storage_location"])
+            ]
+            if inside:
+                raise NotEmpty(f"external location {stored} holds {', '.join(sorted(inside))}; drop those first")
+            conn.execute("DELETE FROM external_locations WHERE name = ?", (stored,))
+            conn.execute(
+                "DELETE FROM flat_grants WHERE kind = ? AND name = ?", (SecurableKind.EXTERNAL_LOCATION, stored)
+            )
+
+    def resolve_storage_path(self, url: str, *, write: bool = False) -> ResolvedStoragePath:
+        """Check READ FILES (or WRITE FILES) on the external location holding ``url`` and open it.
+        Paths of registered tables and volumes are refused: reach those through their own privileges.
+
+        Example:
+            >>> r = cat.resolve_storage_path("s3://lake/raw/2024/a.csv")  # doctest: +SKIP
+            >>> r.fs.cat_file(r.path)                                     # doctest: +SKIP
+        """
+        resolved = st.resolve_location(url)
+        privilege = Privilege.WRITE_FILES if write else Privilege.READ_FILES
+        with self._transaction() as conn:
+            location = self._location_for(conn, resolved, privilege)
+            for row in conn.execute(
+                "SELECT key, kind, storage_location FROM securables WHERE storage_location IS NOT NULL"
+            ):
+                if _overlaps(resolved, row["storage_location"]):
+                    raise PermissionDenied(
+                        current_principal(),
+                        f"{privilege} (path access; it is {row['kind']} {row['key']}, use its own privileges)",
+                        resolved,
+                    )
+        options = self._location_options(location)
+        fs, path = st.filesystem(resolved, options)
+        return ResolvedStoragePath(resolved, location_info(location), fs, path, options)
+
+    # ----------------------------------------------------------------- used by the catalog
+    def _location_for(self, conn: sqlite3.Connection, resolved: str, privilege: Privilege) -> sqlite3.Row:
+        """The external location holding ``resolved`` when the caller holds ``privilege`` on it."""
+        for row in conn.execute("SELECT * FROM external_locations"):
+            if _contains(row["url"], resolved):
+                self._require_flat(conn, SecurableKind.EXTERNAL_LOCATION, row["name"], privilege)
+                return cast(sqlite3.Row, row)
+        raise NoExternalLocation(current_principal(), privilege.value, resolved)
+
+    def _location_options(self, location: sqlite3.Row | None) -> dict[str, Any]:
+        if location is None or location["credential"] is None:
+            return {}
+        return self._secrets.get("credential", location["credential"])
+
+    def _storage_options_of(self, conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
+        """What opens a table's or volume's storage: its location's credential, then its own options."""
+        options: dict[str, Any] = {}
+        if not row["managed"] and row["storage_location"]:
+            for location in conn.execute("SELECT * FROM external_locations"):
+                if _contains(location["url"], row["storage_location"]):
+                    options.update(self._location_options(location))
+                    break
+        options.update(self._secrets.get("securable", row["key"]))
+        return options
+
+    def _ensure_storage_free(self, conn: sqlite3.Connection, resolved: str) -> None:
+        """Refuse ``resolved`` when it overlaps a table's or volume's storage, or is reserved."""
+        for row in conn.execute(
+            "SELECT key, kind, storage_location FROM securables WHERE storage_location IS NOT NULL"
+        ):
+            if _overlaps(resolved, row["storage_location"]):
+                raise AlreadyExists(
+                    f"storage location {resolved} overlaps {row['kind']} {row['key']} "
+                    f"at {row['storage_location']}; choose a separate location"
+                )
+        self._ensure_not_reserved(resolved)
+
+    def _ensure_not_reserved(self, resolved: str) -> None:
+        path = local_path_of(resolved)
+        if path is None:
+            return
+        reserved = [
+            ("the catalog home", str(self.root), "its metastore, secrets, managed storage and cache"),
+            ("uc_jupyter's own code", _PACKAGE_DIR, "code every principal runs"),
+            *(
+                (f"the {kind} folder", folder, "registered by this catalog")
+                for kind, folder in reserved_folders(self.root)
+            ),
+        ]
+        for what, folder, holds in reserved:
+            if locations_overlap(resolved, f"file://{folder}"):
+                raise ReservedStorage(
+                    f"storage location {resolved} overlaps {what} {folder} ({holds}); it cannot be storage"
+                )
+        marked = inside_marked_folder(path)
+        if marked is not None:
+            kind, folder = marked
+            raise ReservedStorage(
+                f"storage location {resolved} lies inside uc_jupyter's {kind} folder {folder}; it cannot be storage"
+            )
+
+    # ----------------------------------------------------------------- flat privileges
+    def _flat_row(self, conn: sqlite3.Connection, kind: SecurableKind, name: str) -> sqlite3.Row | None:
+        return cast(
+            "sqlite3.Row | None", conn.execute(f"SELECT * FROM {_TABLES[kind]} WHERE name = ?", (name,)).fetchone()
+        )
+
+    def _flat_facts(self, conn: sqlite3.Connection, kind: SecurableKind, name: str, owner: str | None) -> FlatFacts:
+        principal = current_principal()
+        granted = frozenset(
+            Privilege(r[0])
+            for r in conn.execute(
+                "SELECT privilege FROM flat_grants WHERE kind = ? AND name = ? AND principal = ?",
+                (kind.value, name, principal),
+            )
+        )
+        return FlatFacts(owner=owner, granted=granted, admin=self._is_admin(conn, principal))
+
+    def _require_flat(self, conn: sqlite3.Connection, kind: SecurableKind, name: str, privilege: Privilege) -> None:
+        owner = None
+        if kind is not SecurableKind.METASTORE:
+            row = self._flat_row(conn, kind, name)
+            owner = row["owner"] if row is not None else None
+        principal = current_principal()
+        if not holds_flat(principal, privilege, kind, self._flat_facts(conn, kind, name, owner)):
+            where = "the metastore" if kind is SecurableKind.METASTORE else f"{kind.label} {name}"
+            raise PermissionDenied(principal, privilege.value, where)
+
+    def _sees_flat(self, conn: sqlite3.Connection, kind: SecurableKind, row: sqlite3.Row) -> bool:
+        facts = self._flat_facts(conn, kind, row["name"], row["owner"])
+        return facts.admin or facts.owner == current_principal() or bool(facts.granted)
+
+    def _visible_flat_row(self, conn: sqlite3.Connection, kind: SecurableKind, name: str) -> sqlite3.Row:
+        """The row of a credential or location the caller may see; NotFound otherwise (as if it were
+        not there: names of others' credentials are not for everyone)."""
+        row = self._flat_row(conn, kind, name)
+        if row is None or not self._sees_flat(conn, kind, row):
+            raise NotFound(f"{kind.label} {name} does not exist")
+        return row
+
+    def _require_flat_owner(self, conn: sqlite3.Connection, kind: SecurableKind, row: sqlite3.Row) -> None:
+        principal = current_principal()
+        if row["owner"] != principal and not self._is_admin(conn, principal):
+            raise PermissionDenied(principal, "OWNERSHIP", f"{kind.label} {row['name']}")
+
+
+def _contains(outer: str, inner: str) -> bool:
+    """Containment of a stored location in another, both resolved the way they are stored now (a
+    location stored by an older version may be spelled differently: compare resolved forms)."""
+    return location_contains(_resolved(outer), _resolved(inner))
+
+
+def _overlaps(a: str, b: str) -> bool:
+    return locations_overlap(_resolved(a), _resolved(b))
+
+
+def _resolved(location: str) -> str:
+    try:
+        return st.resolve_location(location)
+    except ValueError:
+        return location

@@ -1,0 +1,146 @@
+"""Granting, revoking and showing privileges, on the catalog tree and on the flat securables
+(the metastore, storage credentials, external locations).
+
+Example:
+    >>> cat.grant("main.ml", "USE SCHEMA", "alice")                            # doctest: +SKIP
+    >>> cat.show_grants("raw", kind="location")                                 # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from uc_jupyter.catalog import (
+    GrantInfo,
+    NotFound,
+    current_principal,
+)
+from uc_jupyter.catalog._rows import (
+    key,
+)
+from uc_jupyter.catalog.external import ExternalStorage, flat_name
+from uc_jupyter.catalog.names import parse_name
+from uc_jupyter.catalog.privileges import (
+    Privilege,
+    SecurableKind,
+    check_grantable,
+    is_owner,
+    validate_principal,
+)
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["Grants"]
+
+
+class Grants(ExternalStorage):
+    """The grant half of :class:`uc_jupyter.catalog.local.LocalCatalog`."""
+
+    def grant(
+        self, securable: str, privilege: str | Privilege, principal: str, *, kind: str | SecurableKind | None = None
+    ) -> None:
+        """Grant ``privilege`` on ``securable`` to ``principal``; only an owner may grant (on a storage
+        credential or external location also an admin; on the metastore only admins).
+
+        ``kind`` names securables outside the catalog tree: ``"location"`` (an external location),
+        ``"credential"`` (a storage credential) or ``"metastore"`` (``securable`` is then ``"metastore"``).
+
+        Example:
+            >>> cat.grant("main.ml", "USE SCHEMA", "alice")                            # doctest: +SKIP
+            >>> cat.grant("raw", "CREATE EXTERNAL VOLUME", "alice", kind="location")    # doctest: +SKIP
+            >>> cat.grant("metastore", "CREATE CATALOG", "alice", kind="metastore")     # doctest: +SKIP
+        """
+        self._change_grant(securable, privilege, principal, kind, add=True)
+
+    def revoke(
+        self, securable: str, privilege: str | Privilege, principal: str, *, kind: str | SecurableKind | None = None
+    ) -> None:
+        """Revoke a privilege granted directly on ``securable`` (revoking an absent one is a no-op)."""
+        self._change_grant(securable, privilege, principal, kind, add=False)
+
+    def _change_grant(
+        self,
+        securable: str,
+        privilege: str | Privilege,
+        principal: str,
+        kind: str | SecurableKind | None,
+        *,
+        add: bool,
+    ) -> None:
+        wanted = Privilege.parse(privilege)
+        validate_principal(principal)
+        flat = None if kind is None else SecurableKind.parse_flat(kind)
+        where: tuple[str, ...]
+        with self._transaction(write=True) as conn:
+            if flat is None:
+                parsed = parse_name(securable)
+                row = self._existing_row(conn, parsed)
+                check_grantable(SecurableKind(row["kind"]), parsed, wanted)
+                self._require_owner(conn, parsed)
+                table, where = "grants", (key(parsed),)
+            else:
+                name = flat_name(flat, securable)
+                check_grantable(flat, name, wanted)
+                if flat is SecurableKind.METASTORE:
+                    self._require_admin(conn)
+                else:
+                    self._require_flat_owner(conn, flat, self._visible_flat_row(conn, flat, name))
+                table, where = "flat_grants", (flat.value, name)
+            if add:
+                if not conn.execute("SELECT 1 FROM principals WHERE name = ?", (principal,)).fetchone():
+                    raise NotFound(
+                        f"principal {principal} does not exist; create it first "
+                        f"(uc-jupyter catalog create principal {principal})"
+                    )
+                marks = ", ".join("?" * (len(where) + 2))
+                conn.execute(f"INSERT OR IGNORE INTO {table} VALUES ({marks})", (*where, wanted.value, principal))
+            else:
+                columns = "securable = ?" if flat is None else "kind = ? AND name = ?"
+                conn.execute(
+                    f"DELETE FROM {table} WHERE {columns} AND privilege = ? AND principal = ?",
+                    (*where, wanted.value, principal),
+                )
+
+    def show_grants(self, securable: str, *, kind: str | SecurableKind | None = None) -> list[GrantInfo]:
+        """The privileges granted directly on ``securable``, sorted by principal then privilege.
+
+        Owners (of it or a container) and, for securables outside the catalog tree, admins see every
+        grant; others see only their own, and only on objects they may see.
+        """
+        principal = current_principal()
+        if kind is not None:
+            flat = SecurableKind.parse_flat(kind)
+            name = flat_name(flat, securable)
+            with self._transaction() as conn:
+                if flat is SecurableKind.METASTORE:
+                    everyone = self._is_admin(conn, principal)
+                else:
+                    row = self._visible_flat_row(conn, flat, name)
+                    everyone = self._is_admin(conn, principal) or row["owner"] == principal
+                rows = conn.execute(
+                    "SELECT principal, privilege FROM flat_grants WHERE kind = ? AND name = ? "
+                    "ORDER BY principal, privilege",
+                    (flat.value, name),
+                ).fetchall()
+            return [
+                GrantInfo(name, flat, r["principal"], Privilege(r["privilege"]))
+                for r in rows
+                if everyone or r["principal"] == principal
+            ]
+        parsed = parse_name(securable)
+        with self._transaction() as conn:
+            row = self._existing_row(conn, parsed)
+            securable_kind = SecurableKind(row["kind"])
+            owner = is_owner(principal, parsed, self._facts(conn, parsed, principal))
+            if not owner:
+                self._require_visible(conn, parsed, securable_kind)
+            rows = conn.execute(
+                "SELECT principal, privilege FROM grants WHERE securable = ? ORDER BY principal, privilege",
+                (key(parsed),),
+            ).fetchall()
+        return [
+            GrantInfo(str(parsed), securable_kind, r["principal"], Privilege(r["privilege"]))
+            for r in rows
+            if owner or r["principal"] == principal
+        ]

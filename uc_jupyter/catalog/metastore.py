@@ -1,0 +1,215 @@
+"""The embedded metastore's rows and the checks every catalog call makes on them.
+
+:class:`Metastore` is the base of :class:`uc_jupyter.catalog.local.LocalCatalog`: the SQLite store and
+its transactions, finding rows (``NotFound`` naming the first missing level, suggesting only names
+the caller may see), inserting them, and the privilege checks of the catalog tree (ownership,
+requirements, visibility) through the pure model of :mod:`uc_jupyter.catalog.privileges`.
+
+Example (what its checks give a caller of the catalog):
+    >>> import tempfile
+    >>> from uc_jupyter.catalog.local import LocalCatalog
+    >>> cat = LocalCatalog(tempfile.mkdtemp())
+    >>> _ = cat.create_catalog("main")
+    >>> cat.get_schema("main.mll")
+    Traceback (most recent call last):
+    uc_jupyter.catalog.NotFound: schema main.mll does not exist
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from uc_jupyter.catalog import (
+    AlreadyExists,
+    ColumnInfo,
+    NotFound,
+    PermissionDenied,
+    current_principal,
+)
+from uc_jupyter.catalog._rows import (
+    columns_json,
+    key,
+    name_of,
+    now,
+)
+from uc_jupyter.catalog.entry_locks import EntryLocks
+from uc_jupyter.catalog.names import SecurableName
+from uc_jupyter.catalog.privileges import (
+    AccessFacts,
+    Action,
+    Grant,
+    Privilege,
+    SecurableKind,
+    first_missing,
+    is_owner,
+    requirements,
+    visible,
+)
+from uc_jupyter.catalog.secrets import SecretStore
+from uc_jupyter.sqlite_store import SqliteStore
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["KIND_BY_LEVEL", "LEVEL_OF", "Metastore"]
+
+KIND_BY_LEVEL = {1: SecurableKind.CATALOG, 2: SecurableKind.SCHEMA}
+LEVEL_OF = {SecurableKind.CATALOG: 1, SecurableKind.SCHEMA: 2, SecurableKind.TABLE: 3, SecurableKind.VOLUME: 3}
+# The privilege named when a principal may not even see an object of this kind.
+_SEEN_WITH = {
+    SecurableKind.CATALOG: Privilege.USE_CATALOG,
+    SecurableKind.SCHEMA: Privilege.USE_SCHEMA,
+    SecurableKind.TABLE: Privilege.SELECT,
+    SecurableKind.VOLUME: Privilege.READ_VOLUME,
+}
+
+
+class Metastore:
+    """Rows and checks shared by the parts of the embedded catalog (see the module docstring)."""
+
+    root: Path
+    _store: SqliteStore
+    _secrets: SecretStore
+    _locks: EntryLocks
+
+    def _transaction(self, *, write: bool = False) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return self._store.transaction(write=write)
+
+    def _row(self, conn: sqlite3.Connection, name: SecurableName) -> sqlite3.Row | None:
+        return cast(
+            "sqlite3.Row | None",
+            conn.execute("SELECT * FROM securables WHERE key = ?", (key(name),)).fetchone(),
+        )
+
+    def _existing_row(self, conn: sqlite3.Connection, name: SecurableName) -> sqlite3.Row:
+        """The row of ``name``; NotFound names the first missing level and suggests close names."""
+        for level in name.lineage():
+            row = self._row(conn, level)
+            if row is None:
+                kind = KIND_BY_LEVEL.get(len(level.parts), "table or volume")
+                raise NotFound(f"{kind} {level} does not exist{self._suggestion(conn, level)}")
+        return cast(sqlite3.Row, row)
+
+    def _row_of_kind(self, conn: sqlite3.Connection, name: SecurableName, kind: SecurableKind) -> sqlite3.Row:
+        if name.parent is not None:
+            self._existing_row(conn, name.parent)
+        row = self._row(conn, name)
+        if row is None or row["kind"] != kind.value:
+            hint = f" ({name} is a {row['kind']})" if row is not None else self._suggestion(conn, name)
+            raise NotFound(f"{kind} {name} does not exist{hint}")
+        return row
+
+    def _suggestion(self, conn: sqlite3.Connection, name: SecurableName) -> str:
+        """``; did you mean x?`` for a close name the current principal may see (never another one:
+        a suggestion would tell who lacks the privilege that a hidden object exists)."""
+        parent = name.parent
+        seen = self._visible_keys(conn)
+        siblings = [
+            r["key"].rsplit(".", 1)[-1]
+            for r in conn.execute(
+                "SELECT key FROM securables WHERE parent IS ?", (None if parent is None else key(parent),)
+            )
+            if r["key"] in seen
+        ]
+        close = difflib.get_close_matches(name.parts[-1], siblings, n=1)
+        if not close:
+            return ""
+        return f"; did you mean {parent.child(close[0]) if parent else close[0]}?"
+
+    def _ensure_absent(self, conn: sqlite3.Connection, name: SecurableName) -> None:
+        row = self._row(conn, name)
+        if row is not None:
+            raise AlreadyExists(f"{row['kind']} {name} already exists")
+
+    def _insert(
+        self,
+        conn: sqlite3.Connection,
+        name: SecurableName,
+        kind: SecurableKind,
+        *,
+        storage_location: str | None = None,
+        managed: bool = False,
+        columns: Sequence[ColumnInfo] | None = None,
+        comment: str | None = None,
+    ) -> None:
+        if name.parent is not None:
+            self._existing_row(conn, name.parent)
+        self._ensure_absent(conn, name)
+        owner = current_principal()
+        conn.execute("INSERT OR IGNORE INTO principals VALUES (?, 'user', ?, 0)", (owner, now()))
+        conn.execute(
+            "INSERT INTO securables VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
+            (
+                key(name),
+                kind.value,
+                None if name.parent is None else key(name.parent),
+                owner,
+                storage_location,
+                int(managed),
+                None if columns is None else columns_json(columns),
+                comment,
+                now(),
+            ),
+        )
+        if managed and storage_location:  # the row owns it now: no longer pending
+            conn.execute("DELETE FROM pending_storage WHERE location = ?", (storage_location,))
+
+    def _facts(self, conn: sqlite3.Connection, name: SecurableName, principal: str) -> AccessFacts:
+        keys = [key(level) for level in name.lineage()]
+        marks = ",".join("?" * len(keys))
+        owners = {
+            name_of(r["key"]): r["owner"]
+            for r in conn.execute(f"SELECT key, owner FROM securables WHERE key IN ({marks})", keys)
+        }
+        grants = frozenset(
+            Grant(name_of(r["securable"]), Privilege(r["privilege"]), principal)
+            for r in conn.execute(
+                f"SELECT securable, privilege FROM grants WHERE principal = ? AND securable IN ({marks})",
+                [principal, *keys],
+            )
+        )
+        return AccessFacts(owners=owners, grants=grants)
+
+    def _require(self, conn: sqlite3.Connection, action: Action, name: SecurableName) -> None:
+        """Raise NotFound when ``name`` is missing, PermissionDenied when a requirement is unmet."""
+        self._existing_row(conn, name)
+        principal = current_principal()
+        missing = first_missing(principal, requirements(action, name), self._facts(conn, name, principal))
+        if missing is not None:
+            raise PermissionDenied(principal, missing[1].value, str(missing[0]))
+
+    def _require_owner(self, conn: sqlite3.Connection, name: SecurableName) -> None:
+        principal = current_principal()
+        if not is_owner(principal, name, self._facts(conn, name, principal)):
+            raise PermissionDenied(principal, "OWNERSHIP", str(name))
+
+    def _require_visible(self, conn: sqlite3.Connection, name: SecurableName, kind: SecurableKind) -> None:
+        if key(name) not in self._visible_keys(conn):
+            raise PermissionDenied(current_principal(), _SEEN_WITH[kind].value, str(name))
+
+    def _visible_keys(self, conn: sqlite3.Connection) -> set[str]:
+        """Keys the current principal may see in listings (see :func:`privileges.visible`)."""
+        principal = current_principal()
+        objects = {
+            name_of(r["key"]): (SecurableKind(r["kind"]), r["owner"])
+            for r in conn.execute("SELECT key, kind, owner FROM securables")
+        }
+        grants = [
+            Grant(name_of(r["securable"]), Privilege(r["privilege"]), principal)
+            for r in conn.execute("SELECT securable, privilege FROM grants WHERE principal = ?", (principal,))
+        ]
+        return {key(name) for name in visible(principal, objects, grants)}
+
+    def _require_admin(self, conn: sqlite3.Connection) -> None:
+        principal = current_principal()
+        if not self._is_admin(conn, principal):
+            raise PermissionDenied(principal, "METASTORE ADMIN", "the metastore")
+
+    def _is_admin(self, conn: sqlite3.Connection, principal: str) -> bool:
+        row = conn.execute("SELECT admin FROM principals WHERE name = ?", (principal,)).fetchone()
+        return bool(row and row[0])
