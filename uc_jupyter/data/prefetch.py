@@ -5,13 +5,20 @@ a window of them in flight: hits are pinned on the spot; misses are reserved in 
 several per index transaction, and downloaded concurrently (:class:`ReaderDownloads` on the process's
 event loop for S3 volumes, :class:`ThreadDownloads` through fsspec otherwise); each download is put
 in place as soon as it ends, on the thread that ended it, so other streams and processes waiting for
-the same file never wait for this stream's consumer. Delivered files stay pinned for the last
-``window`` items (:class:`Held`), so a path stays valid while a batch that holds it is still used.
+the same file never wait for this stream's consumer. Delivered files stay pinned until the consumer
+has moved past the batch that holds them (:class:`~uc_jupyter.data.held.Held`), so a path stays
+valid while that batch is still used.
 
 Why not one thread per download, each doing its own bookkeeping: on a small machine the per-file CPU
 decides a cold epoch. Reserving in order from this one thread needs no turnstile between threads (a
 turnstile whose every step woke all waiting threads cost more than the download), and a batch of
-reservations is one index transaction instead of one per file.
+reservations is one index transaction instead of one per file. Hits are looked up a window chunk
+at a time too (:meth:`FileCache.lookup_many`: each is proven intact by its seal, and the index is
+read once for the chunk only when some hit needs it).
+
+Whatever ends a download, its slot is settled, so the consumer never waits for ever: an error is
+raised in the consuming loop as :class:`~uc_jupyter.data.remote.VolumeReadError` naming the file's
+/Volumes path, and a full disk (while writing the file or the cache's index) says so.
 
 Example:
     >>> fetch = Prefetcher(cache, ThreadDownloads(fs, RetryPolicy()), group="g", keep=True)  # doctest: +SKIP
@@ -24,15 +31,20 @@ from __future__ import annotations
 import collections
 import concurrent.futures as cf
 import contextlib
+import errno
 import functools
 import math
+import os
 import resource
 import time
 from collections.abc import Callable, Generator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from uc_jupyter.data.cache import CachedFile, FileCache, Ticket
-from uc_jupyter.data.remote import RetryPolicy, fetch_file
+from uc_jupyter.data.consumer import UNKNOWN, Consumer
+from uc_jupyter.data.held import Held
+from uc_jupyter.data.remote import RetryPolicy, VolumeReadError, fetch_file
 
 if TYPE_CHECKING:
     import fsspec
@@ -43,7 +55,11 @@ __all__ = ["Downloads", "Held", "Prefetcher", "ReaderDownloads", "ThreadDownload
 
 MAX_PREFETCH = 64
 _CHUNK = 8  # files at least per top-up of the window
+# While the window meets only hits, it reaches this far ahead: a top-up's fixed cost (and any index
+# read for hits their seals could not prove) is shared by more files, and a pin costs a descriptor.
+_HIT_RUN = 64
 _SLOW_THREADS = 4  # files another process is downloading: waited for on a few threads
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 class Wanted(NamedTuple):
@@ -85,12 +101,15 @@ class ThreadDownloads:
         self._pool = cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="uc-jupyter-fetch")
 
     def start(self, jobs: Sequence[tuple[str, str, str]]) -> list[cf.Future[None]]:
-        return [
-            self._pool.submit(
-                fetch_file, self._fs, remote, local, volume_path=where, policy=self._policy, on_retry=self._on_retry
-            )
-            for remote, local, where in jobs
-        ]
+        return [self._pool.submit(self._fetch, remote, local, where) for remote, local, where in jobs]
+
+    def _fetch(self, remote: str, local: str, where: str) -> None:
+        # Made private (0600) before fsspec opens it, which keeps the mode of a file it truncates.
+        try:
+            os.close(os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+        except OSError as exc:
+            raise VolumeReadError(f"cannot read {where}: cannot create {local}: {exc.strerror or exc}") from exc
+        fetch_file(self._fs, remote, local, volume_path=where, policy=self._policy, on_retry=self._on_retry)
 
     def cancel(self, futures: Sequence[cf.Future[None]]) -> None:
         for future in futures:
@@ -138,10 +157,12 @@ class Prefetcher:
         downloads: how misses are downloaded.
         group: the cache group (one dataset's listing): its files never evict each other.
         keep: False streams misses through without keeping them (``cache="never"``).
-        window: delivered files kept pinned until this many more were delivered.
+        window: delivered files kept pinned until this many more were delivered, while the cache
+            has room; never fewer than the consumer still uses (see :class:`Held`).
         prefetch: files kept in flight; None adapts to latency and pace.
         hold: keep delivered files pinned for the window; False releases each as it is delivered
             (a transform that returned is done with the path).
+        consumer: who uses the delivered files (:mod:`uc_jupyter.data.consumer`).
 
     Pass each file :meth:`run` yields to ``delivered`` once the consumer has it.
     """
@@ -156,10 +177,11 @@ class Prefetcher:
         window: int = 512,
         prefetch: int | None = None,
         hold: bool = True,
+        consumer: Consumer = UNKNOWN,
     ) -> None:
         self.cache, self.downloads = cache, downloads
         self.group, self.keep = group, keep
-        self.held = Held(cache, window)
+        self.held = Held(cache, window, consumer)
         # An attribute, not a method: it runs per file, and a warm epoch's file costs a few calls.
         self.delivered: Callable[[CachedFile], None] = self.held.add if hold else cache.release
         self.pace = Pace(prefetch)
@@ -167,6 +189,7 @@ class Prefetcher:
         self._slow: cf.ThreadPoolExecutor | None = None
         self._unreserved: collections.deque[_Slot] = collections.deque()  # misses to reserve, in order
         self._yielded = 0  # files yielded since the pace last heard
+        self._hit_run = 0  # how far ahead the window reaches while it meets only hits
         _ensure_open_files(window + 2 * MAX_PREFETCH + 256)
 
     def run(self, wanted: Sequence[Wanted]) -> Generator[CachedFile, None, None]:
@@ -175,17 +198,25 @@ class Prefetcher:
         # and per file the stream may cost little more than the pin itself.
         pending: collections.deque[CachedFile | _Slot] = collections.deque()
         self._unreserved.clear()
+        self._hit_run = 0
+        self.cache.mark_used(self.group)  # a pass over the group's listing: not evicted for another
         self._yielded = 0
         position = 0
         refill_at = 0  # top up once the window is down to this many files
-        finished = False
+        finished = failed = False
         try:
             while True:
                 if len(pending) <= refill_at and position < len(wanted):
                     self.pace.consumed(self._yielded)
                     self._yielded = 0
                     depth = self.pace.depth()
-                    position = self._top_up(pending, wanted, position, depth)
+                    try:
+                        position = self._top_up(pending, wanted, position, depth)
+                    except OSError as exc:  # the index could not be written: a full disk, say so
+                        full = _disk_full_error(exc, wanted[position].where, self.cache.root)
+                        if full is None:
+                            raise
+                        raise full from exc
                     refill_at = _refill_at(depth)
                 if not pending:
                     finished = True
@@ -199,33 +230,42 @@ class Prefetcher:
                     got = head
                 self._yielded += 1
                 yield got
+        except BaseException:
+            failed = True
+            raise
         finally:
-            self._abandon(pending)
-            self.cache.flush()
+            try:
+                self._abandon(pending)
+                self.cache.flush()
+            except OSError as exc:
+                # Unwinding an error, the consumer needs that one; after a complete pass, what the
+                # index could not take (a full disk) stays queued for its next transaction.
+                if not failed and _full_disk(exc) is None:
+                    raise
             if self._slow is not None:
                 self._slow.shutdown(wait=True)
-            if finished:
-                # The last paths may still sit in a batch the consumer has not reached (a DataLoader
-                # hands batches on after the stream ends): keep them until the next pass, or until
-                # this process ends (the kernel drops its pins).
-                self.lingering = self.held.take_all()
-            else:
-                self.held.release_all()  # the consumer stopped early: it moved on
+            # The last paths may still sit in a batch the consumer has not reached (a DataLoader
+            # hands batches on after the stream ends, and a loop that stopped early may still hold
+            # one): keep those until the next pass, or until this process ends (its pins go with it).
+            self.lingering = self.held.finish(completed=finished)
 
     # ---------------------------------------------------------------- internals
     def _top_up(
         self, pending: collections.deque[CachedFile | _Slot], wanted: Sequence[Wanted], position: int, depth: int
     ) -> int:
-        lookup = self.cache.lookup
-        end = min(len(wanted), position + depth - len(pending))
-        for item in wanted[position:end]:
-            got = lookup(item.key, item.size, name=item.name)
+        end = min(len(wanted), position + max(depth, self._hit_run) - len(pending))
+        items = wanted[position:end]
+        found = self.cache.lookup_many(items)
+        missed = False
+        for item, got in zip(items, found, strict=True):
             if got is None:
                 slot = _Slot(item)
                 self._unreserved.append(slot)
                 pending.append(slot)
+                missed = True
             else:
                 pending.append(got)
+        self._hit_run = 0 if missed else min(_HIT_RUN, max(2 * self._hit_run, 2 * _CHUNK))
         if self._unreserved:
             self._reserve()
         return max(end, position)
@@ -261,17 +301,22 @@ class Prefetcher:
     def _ended(self, slot: _Slot, ticket: Ticket, started: float, download: cf.Future[None]) -> None:
         """Put the file in place as soon as its download ends, so that others waiting for it (other
         streams, other processes) need not wait for this stream's consumer. This runs on the thread
-        that ended the download: a pool thread, or the S3 reader's files thread (never its loop)."""
-        assert slot.future is not None, "a download's slot has its future before the download can end"
+        that ended the download: a pool thread, or the S3 reader's files thread (never its loop).
+        The slot is settled whatever happens here: an exception escaping a future's callback is only
+        printed, and the consumer waiting on the slot would wait for ever."""
+        future = slot.future
+        assert future is not None, "a download's slot has its future before the download can end"
         slot.seconds = time.perf_counter() - started
         try:
             download.result()
             got = self.cache.finish(ticket)
         except BaseException as exc:
-            self.cache.abort(ticket)
-            slot.future.set_exception(exc)
+            try:
+                self.cache.abort(ticket)
+            finally:
+                future.set_exception(_disk_full_error(exc, slot.wanted.where, self.cache.root) or exc)
         else:
-            slot.future.set_result(got)
+            future.set_result(got)
 
     def _settle(self, slot: _Slot) -> tuple[CachedFile, bool]:
         """A missed file at the head of the window, waiting for it as needed; and whether the
@@ -282,18 +327,30 @@ class Prefetcher:
             # No room when it was reserved with the others; now that it is next, wait for room
             # (relieving what this stream holds) like a single download does.
             self._unreserved.popleft()  # the oldest unreserved slot is this one, the head
-            slot.got = self.cache.get(
-                slot.wanted.key,
-                slot.wanted.size,
-                self._download_now(slot.wanted),
-                group=self.group,
-                name=slot.wanted.name,
-                keep=self.keep,
-                relieve=self.held.relieve,
-            )
+            try:
+                slot.got = self.cache.get(
+                    slot.wanted.key,
+                    slot.wanted.size,
+                    self._download_now(slot.wanted),
+                    group=self.group,
+                    name=slot.wanted.name,
+                    keep=self.keep,
+                    relieve=functools.partial(self.held.relieve, slot.wanted.size),
+                )
+            except OSError as exc:
+                full = _disk_full_error(exc, slot.wanted.where, self.cache.root)
+                if full is None:
+                    raise
+                raise full from exc
             return slot.got, False
         waited = not slot.future.done()
-        slot.got = slot.future.result()
+        try:
+            slot.got = slot.future.result()
+        except OSError as exc:  # the download or a wait for another's copy met a full disk, say
+            full = _disk_full_error(exc, slot.wanted.where, self.cache.root)
+            if full is None:
+                raise
+            raise full from exc
         if slot.download is not None:
             self.pace.fetched(slot.seconds, waited=waited)
         return slot.got, waited
@@ -336,38 +393,6 @@ class Prefetcher:
         pending.clear()
 
 
-class Held:
-    """Files handed out and still pinned, so their paths stay valid while the consumer (a collate
-    function, the training loop) uses them: the last ``window`` items. Under budget pressure the
-    cache asks to ``relieve`` it: the oldest half of the streamed files is released early, since
-    they hold budget that files in flight need (resident pins hold none)."""
-
-    def __init__(self, cache: FileCache, window: int) -> None:
-        # No lock: only the stream's own thread adds, relieves (from inside its cache.get) and takes.
-        self._cache, self._window = cache, window
-        self._files: collections.deque[CachedFile] = collections.deque()
-
-    def add(self, got: CachedFile) -> None:
-        files = self._files
-        files.append(got)
-        if len(files) > self._window:
-            self._cache.release(files.popleft())
-
-    def relieve(self) -> None:
-        streamed = [f for f in self._files if not f.resident]
-        for f in streamed[: max(1, len(streamed) // 2)]:
-            self._files.remove(f)
-            self._cache.release(f)
-
-    def take_all(self) -> list[CachedFile]:
-        files, self._files = list(self._files), collections.deque()
-        return files
-
-    def release_all(self) -> None:
-        for f in self.take_all():
-            self._cache.release(f)
-
-
 class Pace:
     """How many downloads to keep in flight, between 4 and 64 unless fixed by ``prefetch=``: enough to
     cover one download's latency at the pace the consumer takes items (Little's law), plus a margin
@@ -407,6 +432,33 @@ class Pace:
             return 16
         wanted = math.ceil(self.fetch_seconds / max(self.consume_seconds, 1e-4) + self.margin) + 2
         return max(4, min(MAX_PREFETCH, wanted))
+
+
+def _full_disk(exc: BaseException) -> OSError | None:
+    """The full-disk error (ENOSPC, EDQUOT) behind ``exc``, if any: the error itself or what caused it."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            return None
+        if isinstance(seen, OSError) and seen.errno in _DISK_FULL:
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _disk_full_error(exc: BaseException, where: str, root: Path) -> VolumeReadError | None:
+    """The error the consuming loop raises when ``exc``, met while reading ``where``, comes from a
+    full disk: one that says so (the download's own error names only the errno); else None."""
+    full = _full_disk(exc)
+    if full is None:
+        return None
+    reason = os.strerror(full.errno) if full.errno else "disk full"
+    error = VolumeReadError(
+        f"cannot read {where}: the disk holding the cache {root} is full ({reason}); free disk space, "
+        "or lower cache_max_bytes or raise min_free_bytes so that the cache leaves room"
+    )
+    error.__cause__ = exc
+    return error
 
 
 def _refill_at(depth: int) -> int:

@@ -408,7 +408,7 @@ class _Signer:
 
 
 def _write_file(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
         view = memoryview(data)
         while view:
@@ -618,7 +618,7 @@ class _Connection(asyncio.Protocol):
             else:
                 assert self.request is not None, "an answer arrives for the request sent"
                 path = self.request.local_path
-                self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+                self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         if status in (204, 304):
             self._finish()
         elif "chunked" in headers.get("transfer-encoding", "").lower():
