@@ -13,6 +13,10 @@ or ``"paths"`` (the local paths of every file, cached); ``decode`` turns each fi
 text or bytes; ``batch_size``, ``num_workers``, ``prefetch_factor`` shape the loader; ``shuffle``,
 ``seed``, ``recursive``, ``cache_dir`` the dataset.
 
+Every option is checked as :mod:`uc_jupyter.data.options` says, before anything is read: flags are
+``True``/``False``, counts whole numbers (``batch_size=0`` is refused, not replaced by a default),
+``columns`` a list of names or one name as a str.
+
 Example:
     >>> frame = load("main.ml.iris", to="pandas", columns=["species"], limit=5)            # doctest: +SKIP
     >>> loader = load("/Volumes/main/ml/images", decode="image", batch_size=64, shuffle=True)  # doctest: +SKIP
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from uc_jupyter.catalog import get_catalog
 from uc_jupyter.catalog.names import parse_name
+from uc_jupyter.data import options as opt
 
 if TYPE_CHECKING:
     from uc_jupyter.catalog import Catalog
@@ -56,7 +61,7 @@ def load(
     source: str,
     *,
     to: str | None = None,
-    columns: Sequence[str] | None = None,
+    columns: str | Sequence[str] | None = None,
     where: str | None = None,
     limit: int | None = None,
     version: int | None = None,
@@ -78,6 +83,20 @@ def load(
         >>> load("main.ml.iris", to="numpy", columns=["sepal_length"], where="label = 1")  # doctest: +SKIP
     """
     kind = source_kind(source)
+    columns = opt.column_names("columns", columns)
+    where = opt.text("where", where)
+    limit = opt.maybe_whole_number("limit", limit)
+    version = opt.maybe_whole_number("version", version)
+    batch_size = opt.maybe_whole_number("batch_size", batch_size, minimum=1)
+    num_workers = opt.maybe_whole_number("num_workers", num_workers)
+    prefetch_factor = opt.maybe_whole_number("prefetch_factor", prefetch_factor, minimum=1)
+    opt.check_prefetch_factor(num_workers, prefetch_factor)  # as the DataLoader would, before anything is listed
+    shuffle = opt.flag("shuffle", shuffle)
+    seed = opt.whole_number("seed", seed)
+    recursive = opt.flag("recursive", recursive)
+    monitor = opt.flag("monitor", monitor)
+    if cache_dir is not None and not isinstance(cache_dir, str):
+        raise TypeError(f"invalid cache_dir {cache_dir!r}: give a folder path (a str) or None")
     given = {
         "columns": columns,
         "where": where,
@@ -98,8 +117,8 @@ def load(
     if kind == "table":
         return _load_table(
             _table_name(source, default_catalog),
-            to=to or "spark",
-            columns=list(columns) if columns is not None else None,
+            to="spark" if to is None else to,
+            columns=columns,
             where=where,
             limit=limit,
             version=version,
@@ -111,8 +130,8 @@ def load(
         )
     return _load_volume(
         source,
-        to=to or "loader",
-        decode=decode or "none",
+        to="loader" if to is None else to,
+        decode="none" if decode is None else decode,
         batch_size=batch_size,
         num_workers=num_workers,
         prefetch_factor=prefetch_factor,
@@ -147,8 +166,6 @@ def _load_table(
     catalog: Catalog,
 ) -> Any:
     _choose(to, TABLE_TARGETS, "tables")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"--limit must be a whole number of rows >= 0, got {limit!r}")
     if to == "torch":
         for keyword, value in (("limit", limit), ("monitor", monitor or None)):
             if value is not None:
@@ -159,13 +176,19 @@ def _load_table(
             name,
             columns=columns,
             filter=where,
-            batch_size=batch_size or 1024,
+            batch_size=1024 if batch_size is None else batch_size,
             version=version,
             shuffle=shuffle,
             seed=seed,
             catalog=catalog,
         )
-    for keyword, value in (("batch_size", batch_size), ("shuffle", shuffle or None), ("monitor", monitor or None)):
+    ignored = (
+        ("batch_size", batch_size),
+        ("shuffle", shuffle or None),
+        ("seed", seed or None),
+        ("monitor", monitor or None),
+    )
+    for keyword, value in ignored:
         if value is not None:
             raise ValueError(f"{_option(keyword)} applies to --to torch and to volumes, not to --to {to}")
     from uc_jupyter.tables import table
@@ -226,7 +249,7 @@ def _load_volume(
         return list(dataset)
     if to == "dataset":
         return dataset
-    kwargs: dict[str, Any] = {"batch_size": batch_size or DEFAULT_BATCH_SIZE}
+    kwargs: dict[str, Any] = {"batch_size": DEFAULT_BATCH_SIZE if batch_size is None else batch_size}
     if num_workers is not None:
         kwargs["num_workers"] = num_workers
     if prefetch_factor is not None:

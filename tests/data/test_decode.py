@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import collections
+import doctest
+import functools
+import io
 import os
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,8 @@ from uc_jupyter.data import (
     labelled_folder,
     map_paths,
 )
+from uc_jupyter.data import decode as decode_module
+from uc_jupyter.data.decode import reads_files
 
 PICS = "/Volumes/main/ml/pics"
 TEXTS = {"notes.txt": "héllo wörld ✓ 日本語\nsecond line\n", "plain.txt": "just ascii"}
@@ -141,6 +147,52 @@ def test_decode_text_other_encoding_and_binary_bytes(tmp_path: Path) -> None:
     assert decode_bytes(str(binary)) == bytes(range(256))
 
 
+def test_decoders_take_an_open_binary_file_as_well_as_a_path(pics: Path) -> None:
+    image = pics / "cats" / "a_rgb.png"
+    with open(image, "rb") as handle:
+        assert torch.equal(decode_image(handle), decode_image(str(image)))
+    assert decode_image(image).shape == decode_image(str(image)).shape  # a PathLike too
+    assert decode_text(io.BytesIO("héllo".encode())) == "héllo"
+    assert decode_text(io.BytesIO("café".encode("latin-1")), encoding="latin-1") == "café"
+    assert decode_bytes(io.BytesIO(b"\x00\xff")) == b"\x00\xff"
+
+
+def test_the_documented_examples_hold() -> None:
+    result = doctest.testmod(decode_module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_which_transforms_read_open_files() -> None:
+    assert all(reads_files(d) for d in (decode_image, decode_text, decode_bytes))
+    assert reads_files(functools.partial(decode_image, mode="L"))
+    assert reads_files(functools.partial(functools.partial(decode_text), encoding="latin-1"))
+    assert not reads_files(len) and not reads_files(lambda p: p)
+
+    class Marked:
+        reads_files = True
+
+        def __call__(self, source: Any) -> Any:
+            return source
+
+    class Truthy:
+        reads_files = "yes"  # only True itself counts
+
+        def __call__(self, source: Any) -> Any:
+            return source
+
+    class Unhashable(Marked):
+        __hash__ = None  # type: ignore[assignment]
+
+    assert reads_files(Marked()) and not reads_files(Truthy()) and reads_files(Unhashable())
+
+
+def test_chains_read_open_files_when_their_first_step_does(pics: Path) -> None:
+    assert reads_files(map_paths(map_paths(texts_dataset(), decode_bytes), len).transform)  # type: ignore[arg-type]
+    assert not reads_files(map_paths(map_paths(texts_dataset(), os.path.basename), len).transform)  # type: ignore[arg-type]
+    names = map_paths(map_paths(texts_dataset(), os.path.basename), str.upper)  # a path-taking chain still gets paths
+    assert list(names) == [name.upper() for name in sorted(TEXTS)]
+
+
 # ------------------------------------------------------------------ map_paths
 
 
@@ -189,6 +241,11 @@ def test_map_paths_needs_a_callable(pics: Path, fn: Any) -> None:
         map_paths(texts_dataset(), fn)
 
 
+def test_map_paths_needs_a_volume_dataset() -> None:
+    with pytest.raises(TypeError, match="map_paths needs a UCVolumeDataset, got list"):
+        map_paths([1, 2], len)  # type: ignore[arg-type]
+
+
 def test_mapped_dataset_pickles_with_its_chain(pics: Path) -> None:
     mapped = map_paths(map_paths(texts_dataset(), decode_bytes), len)
     clone = pickle.loads(pickle.dumps(mapped))
@@ -230,6 +287,24 @@ def test_labelled_folder_with_another_decoder_and_include(pics: Path) -> None:
 def test_labelled_folder_without_class_folders_is_refused(pics: Path) -> None:
     with pytest.raises(ValueError, match="class folders"):
         labelled_folder(PICS, include="*.txt")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"recursive": False}, "labelled_folder sets recursive itself; leave it out"),
+        ({"label_by": None}, "labelled_folder sets label_by itself"),
+        ({"transform": len}, "labelled_folder sets transform itself; leave it out (map_paths adds a transform)"),
+        ({"decode": "image"}, "invalid decode 'image': give a function"),
+        ({"shuffle": "yes"}, "invalid shuffle 'yes': give True or False"),
+    ],
+)
+def test_labelled_folder_refuses_what_it_sets_and_bad_options(
+    pics: Path, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(TypeError, match=re.escape(message)) as caught:
+        labelled_folder(PICS, **options)
+    assert "\n" not in str(caught.value)
 
 
 # ------------------------------------------------------------------ in a real DataLoader

@@ -97,12 +97,30 @@ def test_columns_filter_and_version(table: str, catalog: LocalCatalog) -> None:
         ({"filter": "id > 1000"}, ValueError, "has no rows matching 'id > 1000'"),
         ({"version": 7}, ValueError, "cannot open version 7"),
         ({"batch_size": 0}, ValueError, "invalid batch_size 0"),
+        ({"batch_size": 2.5}, TypeError, "invalid batch_size 2.5"),
+        ({"batch_size": True}, TypeError, "invalid batch_size True"),
+        ({"columns": []}, ValueError, r"invalid columns \[\]: give at least one column name, or None"),
+        ({"columns": ["id", "id"]}, ValueError, "'id' is listed twice"),
+        ({"columns": [5]}, TypeError, "5 is not a str"),
+        ({"columns": {"id"}}, TypeError, "invalid columns {'id'}"),
+        ({"filter": 5}, TypeError, "invalid filter 5: give a str or None"),
+        ({"version": -1}, ValueError, "invalid version -1"),
+        ({"version": "0"}, TypeError, "invalid version '0'"),
+        ({"shuffle": "no"}, TypeError, "invalid shuffle 'no'"),
+        ({"seed": 1.5}, TypeError, "invalid seed 1.5"),
     ],
 )
 def test_bad_input_gets_one_line_errors(table: str, kwargs: dict[str, Any], error: type, message: str) -> None:
     with pytest.raises(error, match=message) as caught:
         UCTableDataset(table, **kwargs)
     assert "\n" not in str(caught.value)
+
+
+def test_one_str_is_one_column(table: str, catalog: LocalCatalog) -> None:
+    batch = next(iter(UCTableDataset(table, columns="name", batch_size=2)))
+    assert list(batch) == ["name"] and batch["name"] == ["row0", "row1"]
+    with pytest.raises(ValueError, match="has no column 'id,x'"):
+        UCTableDataset(table, columns="id,x")  # not split on commas either: one name
 
 
 def test_names_and_grants_are_checked(table: str, catalog: LocalCatalog) -> None:

@@ -111,6 +111,14 @@ def test_volumes_as_loader_dataset_and_paths(shell: InteractiveShell, catalog: L
         ("/tmp/data", "/tmp/data is not a volume path: they start with /Volumes/<catalog>/<schema>/<volume>"),
         ("/Volumes/main/ml/nope", "volume main.ml.nope does not exist"),
         ("main.ml.points --to torch --limit 3", "--limit does not apply to --to torch (a dataset streaming every row)"),
+        ("/Volumes/main/ml/docs --batch-size 0", "invalid batch_size 0: give a whole number >= 1"),
+        ("/Volumes/main/ml/docs --prefetch-factor 0", "invalid prefetch_factor 0"),
+        ("/Volumes/main/ml/docs --num-workers 0 --prefetch-factor 2", "invalid prefetch_factor with num_workers=0"),
+        ("/Volumes/main/ml/docs --num-workers -1", "invalid num_workers -1"),
+        ("/Volumes/main/ml/docs --seed -1", "invalid seed -1"),
+        ("main.ml.points --to torch --batch-size 0", "invalid batch_size 0"),
+        ("main.ml.points --limit -1", "invalid limit -1"),
+        ("main.ml.points --version -2", "invalid version -2"),
     ],
 )
 def test_bad_lines_are_one_line_usage_errors(

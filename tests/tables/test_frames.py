@@ -51,6 +51,25 @@ def test_errors_surface_at_table_before_spark(catalog: LocalCatalog, spark_remot
         table("main.ml.points")
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"version": True}, TypeError, "invalid version True: give a whole number >= 0, not a bool"),
+        ({"version": -1}, ValueError, "invalid version -1"),
+        ({"version": "3"}, TypeError, "invalid version '3'"),
+        ({"timestamp": 1700000000}, TypeError, "invalid timestamp 1700000000: give an ISO 8601 str or a datetime"),
+        ({"version": 0, "timestamp": "2024-01-01"}, ValueError, "give version or timestamp, not both"),
+    ],
+)
+def test_bad_time_travel_values_are_refused_before_any_session(
+    catalog: LocalCatalog, kwargs: dict[str, object], error: type[Exception], message: str
+) -> None:
+    """No Spark server here: the values are checked before a session is asked for."""
+    with pytest.raises(error, match=message) as caught:
+        table("main.ml.points", **kwargs)  # type: ignore[arg-type]
+    assert "\n" not in str(caught.value)
+
+
 def test_local_server_is_started_once_reused_and_stopped(tmp_path: Path) -> None:
     env = {**os.environ, "UC_JUPYTER_HOME": str(tmp_path / "home")}
     env.pop("UC_JUPYTER_SPARK_REMOTE", None)

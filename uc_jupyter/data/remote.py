@@ -15,16 +15,20 @@ import hashlib
 import os
 import random
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from uc_jupyter.catalog import NotFound
+from uc_jupyter.catalog import storage as st
+from uc_jupyter.data import options as opt
 
 if TYPE_CHECKING:
     import fsspec
 
     from uc_jupyter.catalog import ResolvedVolumePath
+    from uc_jupyter.data.local_volume import LocalVolume
 
 __all__ = [
     "Listing",
@@ -80,6 +84,11 @@ class RetryPolicy:
     base_seconds: float = 0.1
     max_seconds: float = 5.0
 
+    def __post_init__(self) -> None:
+        opt.whole_number("attempts", self.attempts, minimum=1)  # 0 attempts would read nothing, silently
+        opt.non_negative_number("base_seconds", self.base_seconds)
+        opt.non_negative_number("max_seconds", self.max_seconds)
+
     def delay(self, attempt: int, rng: random.Random) -> float:
         return rng.uniform(0.0, min(self.max_seconds, self.base_seconds * 2**attempt))
 
@@ -90,16 +99,54 @@ def list_volume(
     recursive: bool = False,
     include: str | Sequence[str] | None = None,
     exclude: str | Sequence[str] | None = None,
+    local: LocalVolume | None = None,
 ) -> Listing:
     """List the files of a /Volumes folder once, sorted, without hidden and Spark marker files.
 
-    ``include`` / ``exclude`` are glob patterns matched against the path below the folder.
+    ``include`` / ``exclude`` are glob patterns matched against the path below the folder. A local
+    (``file://``) volume is listed without following symlinks (``local``: the folder to list, made
+    from ``resolved`` when not given): symlinks and other entries that are not regular files are
+    skipped, with one warning (see :mod:`uc_jupyter.data.local_volume`).
 
     Raises:
         NotFound: the folder does not exist.
         NotADirectoryError: the path is a file.
-        ValueError: nothing is left to read.
+        EscapesVolume: the path to a local folder goes through a symlink.
+        TypeError: ``include`` or ``exclude`` is not a glob pattern or a list of them.
+        ValueError: nothing is left to read, or ``include`` is an empty list.
     """
+    recursive = opt.flag("recursive", recursive)
+    includes = opt.globs("include", include, allow_empty=False)
+    excludes = opt.globs("exclude", exclude)
+    where = resolved.volume_path
+    skipped: list[str] = []
+    found: Sequence[tuple[str, int, str | None]]
+    if st.is_local(resolved.url):
+        from uc_jupyter.data.local_volume import LocalVolume
+
+        found, skipped = (local or LocalVolume.of(resolved)).entries(recursive=recursive)
+    else:
+        found = _remote_entries(resolved, recursive)
+
+    def wanted(relative: str) -> bool:
+        if _hidden(relative):
+            return False
+        if includes and not any(fnmatch.fnmatchcase(relative, p) for p in includes):
+            return False
+        return not any(fnmatch.fnmatchcase(relative, p) for p in excludes)
+
+    files = [RemoteFile(relative, size, version) for relative, size, version in found if wanted(relative)]
+    _warn_skipped(where, sorted(r for r in skipped if wanted(r)))
+    if not files:
+        what = "matching files" if includes or excludes else "files"
+        deeper = "" if recursive else " (pass recursive=True to include sub-folders)"
+        raise ValueError(f"{where} holds no {what} to read{deeper}")
+    files.sort(key=lambda f: f.relative)
+    return Listing(where, resolved.url, tuple(files), _digest(files))
+
+
+def _remote_entries(resolved: ResolvedVolumePath, recursive: bool) -> list[tuple[str, int, str | None]]:
+    """``(path below the folder, size, version)`` of every file under the folder, through fsspec."""
     fs, root = resolved.fs, resolved.path.rstrip("/")
     where = resolved.volume_path
     fs.invalidate_cache(root)  # a fresh listing: filesystems like s3fs keep listings around
@@ -111,29 +158,32 @@ def list_volume(
     entries = fs.find(root, detail=True) if recursive else fs.ls(root, detail=True)
     if isinstance(entries, dict):
         entries = list(entries.values())
-    includes, excludes = _patterns(include), _patterns(exclude)
-    files: list[RemoteFile] = []
+    found: list[tuple[str, int, str | None]] = []
     prefix = _strip_protocol(fs, root).rstrip("/") + "/"
     for entry in entries:
         if entry.get("type") == "directory":
             continue
         name = _strip_protocol(fs, entry["name"])
-        if not name.startswith(prefix):
-            continue
-        relative = name[len(prefix) :]
-        if _hidden(relative):
-            continue
-        if includes and not any(fnmatch.fnmatchcase(relative, p) for p in includes):
-            continue
-        if any(fnmatch.fnmatchcase(relative, p) for p in excludes):
-            continue
-        files.append(RemoteFile(relative, int(entry.get("size") or 0), _version(entry)))
-    if not files:
-        what = "matching files" if includes or excludes else "files"
-        deeper = "" if recursive else " (pass recursive=True to include sub-folders)"
-        raise ValueError(f"{where} holds no {what} to read{deeper}")
-    files.sort(key=lambda f: f.relative)
-    return Listing(where, resolved.url, tuple(files), _digest(files))
+        if name.startswith(prefix):
+            found.append((name[len(prefix) :], int(entry.get("size") or 0), _version(entry)))
+    return found
+
+
+def _warn_skipped(where: str, skipped: list[str]) -> None:
+    """One warning for what a local listing skipped (it would otherwise vanish from the dataset)."""
+    if not skipped:
+        return
+    count = (
+        f"{len(skipped)} entries that are not regular files"
+        if len(skipped) > 1
+        else "1 entry that is not a regular file"
+    )
+    warnings.warn(
+        f"{where}: skipped {count}, e.g. {skipped[0]!r} (datasets do not follow "
+        "symbolic links inside a volume; copy the file in instead, or exclude it)",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 def _digest(files: Sequence[RemoteFile]) -> str:
@@ -225,12 +275,6 @@ def _hidden(relative: str) -> bool:
     if any(part.startswith(".") for part in parts):
         return True
     return any(fnmatch.fnmatchcase(parts[-1], marker) for marker in _MARKERS)
-
-
-def _patterns(patterns: str | Sequence[str] | None) -> tuple[str, ...]:
-    if patterns is None:
-        return ()
-    return (patterns,) if isinstance(patterns, str) else tuple(patterns)
 
 
 def _version(entry: dict[str, Any]) -> str | None:

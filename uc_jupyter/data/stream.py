@@ -29,11 +29,14 @@ import numpy as np
 import numpy.typing as npt
 import torch.utils.data
 
+from uc_jupyter.data import options as opt
 from uc_jupyter.data.grid import current_grid, stream_name
 from uc_jupyter.data.partition import Grid, OnUneven, Shard, plan
 from uc_jupyter.data.stats import StreamStats
 
 __all__ = ["Fingerprint", "PartitionedDataset"]
+
+_ON_UNEVEN: tuple[OnUneven, ...] = ("pad", "drop", "allow")
 
 
 @dataclass(frozen=True)
@@ -54,11 +57,10 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
 
     def __init__(self, *, shuffle: bool, seed: int, on_uneven: OnUneven) -> None:
         super().__init__()
-        if on_uneven not in ("pad", "drop", "allow"):
-            raise ValueError(f"invalid on_uneven {on_uneven!r}: use 'pad', 'drop' or 'allow'")
-        if not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"invalid seed {seed!r}: give a non-negative integer")
-        self.shuffle, self.seed, self.on_uneven = bool(shuffle), seed, on_uneven
+        # shuffle="no" is refused, not truthy; a seed or epoch that is a bool or float is refused too.
+        self.shuffle = opt.flag("shuffle", shuffle)
+        self.seed = opt.whole_number("seed", seed)
+        self.on_uneven = opt.choice("on_uneven", on_uneven, _ON_UNEVEN)
         self._next_epoch = 0
         self._resume: dict[str, Any] | None = None
         self._streams: dict[tuple[int, int], _Counters] = {}
@@ -126,9 +128,7 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
         Without ``set_epoch`` each pass in a process moves to the next epoch by itself, which
         keeps persistent DataLoader workers in step.
         """
-        if not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"invalid epoch {epoch!r}: give a non-negative integer")
-        self._next_epoch = epoch
+        self._next_epoch = opt.whole_number("epoch", epoch)
 
     # ---------------------------------------------------------------- checkpoints
     def fingerprint(self, grid: Grid | None = None) -> Fingerprint:

@@ -26,6 +26,7 @@ import torch
 
 from uc_jupyter.catalog import Catalog, get_catalog
 from uc_jupyter.catalog.storage import delta_uri
+from uc_jupyter.data import options as opt
 from uc_jupyter.data.partition import OnUneven
 from uc_jupyter.data.stats import DatasetStats
 from uc_jupyter.data.stream import PartitionedDataset, _Counters
@@ -42,7 +43,7 @@ class UCTableDataset(PartitionedDataset):
 
     Args:
         name: ``catalog.schema.table`` (SELECT is checked).
-        columns: the columns to read (default all).
+        columns: the columns to read (default all): a list of names, or one name as a str.
         filter: a predicate deltalake understands, e.g. ``"label = 1"``, applied before splitting.
         batch_size: rows per yielded dict (the last one of a stream may be shorter).
         version: a Delta version to read (default: the latest when the dataset is made).
@@ -58,7 +59,7 @@ class UCTableDataset(PartitionedDataset):
         self,
         name: str,
         *,
-        columns: Sequence[str] | None = None,
+        columns: str | Sequence[str] | None = None,
         filter: str | None = None,
         batch_size: int = 1024,
         version: int | None = None,
@@ -68,8 +69,11 @@ class UCTableDataset(PartitionedDataset):
         catalog: Catalog | None = None,
     ) -> None:
         super().__init__(shuffle=shuffle, seed=seed, on_uneven=on_uneven)
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"invalid batch_size {batch_size!r}: give a positive number of rows")
+        # Checked before the catalog is asked; columns="ab" is the one column "ab", never "a" and "b".
+        wanted = opt.column_names("columns", columns)
+        filter = opt.text("filter", filter)
+        batch_size = opt.whole_number("batch_size", batch_size, minimum=1)
+        version = opt.maybe_whole_number("version", version)
         resolved = (catalog or get_catalog()).resolve_table(name)
         self.name = resolved.table.full_name
         self._location = delta_uri(resolved.storage_location)
@@ -77,10 +81,10 @@ class UCTableDataset(PartitionedDataset):
         snapshot = self._open(version)
         self.version = snapshot.version()
         known = [f.name for f in snapshot.schema().fields]
-        missing = [c for c in (columns or ()) if c not in known]
+        missing = [c for c in (wanted or ()) if c not in known]
         if missing:
             raise ValueError(f"table {self.name} has no column {missing[0]!r}; its columns are {', '.join(known)}")
-        self.columns = list(columns) if columns is not None else known
+        self.columns = wanted if wanted is not None else known
         self.filter = filter
         self.batch_size = batch_size
         # Read once, here: forked DataLoader workers share it copy-on-write, and never touch

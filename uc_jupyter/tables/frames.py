@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from uc_jupyter.catalog import Catalog, get_catalog
 from uc_jupyter.catalog.storage import delta_uri
+from uc_jupyter.data import options as opt
 
 if TYPE_CHECKING:
     import numpy as np
@@ -56,6 +57,9 @@ def table(
     from uc_jupyter.tables.delta import open_delta
     from uc_jupyter.tables.spark import get_spark
 
+    version = opt.maybe_whole_number("version", version)
+    if timestamp is not None and not isinstance(timestamp, (str, datetime)):
+        raise TypeError(f"invalid timestamp {timestamp!r}: give an ISO 8601 str or a datetime")
     if version is not None and timestamp is not None:
         raise ValueError("give version or timestamp, not both")
     cat = catalog or get_catalog()

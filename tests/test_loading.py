@@ -1,0 +1,84 @@
+"""load() without Spark: volumes as loaders, datasets and paths; tables as torch datasets; bad values."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.data import DataLoader, UCTableDataset, UCVolumeDataset
+from uc_jupyter.loading import load
+
+VOLUME = "/Volumes/main/ml/docs"
+TABLE = "main.ml.t"
+
+
+@pytest.fixture
+def sources(catalog: LocalCatalog) -> LocalCatalog:
+    """A volume of three text files and a table whose column names invite splitting ("ab", "a", "b")."""
+    info = catalog.create_volume("main.ml.docs")
+    folder = Path(info.storage_location.removeprefix("file://"))
+    for i in range(3):
+        (folder / f"d{i}.txt").write_text(f"doc {i}")
+    catalog.create_table(TABLE, pa.table({"ab": [1, 2, 3], "a": [4, 5, 6], "b": [7, 8, 9]}))
+    return catalog
+
+
+def test_volumes_load_as_loader_dataset_or_paths(sources: LocalCatalog) -> None:
+    loader = load(VOLUME, decode="text", batch_size=2, num_workers=0)
+    assert isinstance(loader, DataLoader) and loader.batch_size == 2
+    assert sorted(t for batch in loader for t in batch) == ["doc 0", "doc 1", "doc 2"]
+    assert isinstance(load(VOLUME, to="dataset", shuffle=True, seed=3), UCVolumeDataset)
+    assert [Path(p).read_text() for p in load(VOLUME, to="paths")] == ["doc 0", "doc 1", "doc 2"]
+
+
+def test_a_table_loads_as_a_torch_dataset_with_one_str_as_one_column(sources: LocalCatalog) -> None:
+    rows = load(TABLE, to="torch", columns="ab", batch_size=2)
+    assert isinstance(rows, UCTableDataset) and rows.columns == ["ab"]
+    assert next(iter(rows))["ab"].tolist() == [1, 2]
+    assert load(TABLE, to="torch").batch_size == 1024  # left out: the default, only then
+
+
+@pytest.mark.parametrize(
+    ("source", "options", "error", "message"),
+    [
+        (VOLUME, {"batch_size": 0}, ValueError, "invalid batch_size 0: give a whole number >= 1"),
+        (VOLUME, {"batch_size": -1}, ValueError, "invalid batch_size -1"),
+        (VOLUME, {"batch_size": 1.5}, TypeError, "invalid batch_size 1.5"),
+        (VOLUME, {"batch_size": False}, TypeError, "invalid batch_size False"),
+        (VOLUME, {"shuffle": "no"}, TypeError, "invalid shuffle 'no': give True or False"),
+        (VOLUME, {"recursive": "yes"}, TypeError, "invalid recursive 'yes'"),
+        (VOLUME, {"monitor": 1}, TypeError, "invalid monitor 1"),
+        (VOLUME, {"seed": -2}, ValueError, "invalid seed -2"),
+        (VOLUME, {"num_workers": -1}, ValueError, "invalid num_workers -1"),
+        (VOLUME, {"prefetch_factor": 0}, ValueError, "invalid prefetch_factor 0"),
+        (VOLUME, {"num_workers": 0, "prefetch_factor": 2}, ValueError, "invalid prefetch_factor with num_workers=0"),
+        (VOLUME, {"cache_dir": 5}, TypeError, "invalid cache_dir 5"),
+        (VOLUME, {"decode": ""}, ValueError, "--decode must be one of image, text, bytes, none; got ''"),
+        (VOLUME, {"to": ""}, ValueError, "--to for volumes must be one of loader, dataset, paths; got ''"),
+        (TABLE, {"to": "torch", "batch_size": 0}, ValueError, "invalid batch_size 0"),
+        (TABLE, {"to": "torch", "columns": []}, ValueError, "invalid columns []"),
+        (TABLE, {"columns": []}, ValueError, "invalid columns []"),
+        (TABLE, {"columns": ["a", 1]}, TypeError, "invalid columns ['a', 1]: 1 is not a str"),
+        (TABLE, {"limit": -1}, ValueError, "invalid limit -1"),
+        (TABLE, {"limit": True}, TypeError, "invalid limit True"),
+        (TABLE, {"version": 1.0}, TypeError, "invalid version 1.0"),
+        (TABLE, {"where": 5}, TypeError, "invalid where 5"),
+        (
+            TABLE,
+            {"to": "pandas", "seed": 3},
+            ValueError,
+            "--seed applies to --to torch and to volumes, not to --to pandas",
+        ),
+    ],
+)
+def test_bad_values_are_one_line_errors_before_anything_is_read(
+    sources: LocalCatalog, source: str, options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=re.escape(message)) as caught:
+        load(source, **options)
+    assert "\n" not in str(caught.value)
