@@ -13,12 +13,16 @@ from uc_jupyter.distributed.pool import RankPool, current_shared_pool, shutdown_
 KEPT: list[RankPool] = []  # pools that live across the tests of a module
 
 
+RANK_ENTRIES = ("uc_jupyter.distributed._worker", "uc_jupyter.distributed._supervisor")
+
+
 def rank_processes() -> set[int]:
-    """Pids of rank processes descending from this test process."""
+    """Pids of rank processes (and their supervisors) descending from this test process."""
     found = set()
     for child in psutil.Process().children(recursive=True):
         try:
-            if "uc_jupyter.distributed._worker" in " ".join(child.cmdline()) and child.status() != "zombie":
+            command = " ".join(child.cmdline())
+            if any(entry in command for entry in RANK_ENTRIES) and child.status() != "zombie":
                 found.add(child.pid)
         except psutil.NoSuchProcess:
             continue
@@ -27,6 +31,17 @@ def rank_processes() -> set[int]:
 
 def pool_pids(pool: RankPool) -> set[int]:
     return {info.pid for info in pool.status().ranks}
+
+
+def with_supervisors(pids: set[int]) -> set[int]:
+    """``pids`` (ranks) and their parents (each rank's supervisor)."""
+    found = set(pids)
+    for pid in pids:
+        try:
+            found.add(psutil.Process(pid).ppid())
+        except psutil.NoSuchProcess:
+            continue
+    return found
 
 
 def wait_until_gone(pids: set[int], within: float = 10.0) -> set[int]:
@@ -47,7 +62,7 @@ def pool() -> Iterator[RankPool]:
     KEPT.append(shared)
     yield shared
     KEPT.remove(shared)
-    pids = pool_pids(shared)
+    pids = with_supervisors(pool_pids(shared))
     shared.shutdown()
     assert not wait_until_gone(pids), "ranks outlived shutdown()"
 
@@ -58,6 +73,6 @@ def no_orphans() -> Iterator[None]:
     yield
     if (shared := current_shared_pool()) is not None and shared not in KEPT:
         shutdown_shared_pool()
-    kept = set().union(*(pool_pids(p) for p in KEPT)) if KEPT else set()
+    kept = with_supervisors(set().union(*(pool_pids(p) for p in KEPT))) if KEPT else set()
     leftover = wait_until_gone(rank_processes() - kept)
     assert not leftover, f"rank processes left behind: {sorted(leftover)}"

@@ -7,6 +7,8 @@ import decimal
 import doctest
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from types import ModuleType
@@ -248,6 +250,10 @@ def test_pool_records_keep_the_given_kernels_with_live_processes(isolated_home: 
             "updated": time.time(),
             "size": 2,
             "state": "busy",
+            "devices": "cpu",
+            "backend": "gloo",
+            "master_port": 29500,
+            "ranks": [{"rank": 0, "pid": pid, "device": "cpu", "alive": True}],
         }
         (folder / f"{kernel or f'pid-{pid}'}.1.json").write_text(json.dumps(record))
         return record
@@ -255,7 +261,10 @@ def test_pool_records_keep_the_given_kernels_with_live_processes(isolated_home: 
     ours = board("k-1", os.getpid())
     board("k-2", os.getpid())  # another server's kernel
     board(None, os.getpid())  # a pool outside any kernel
-    board("k-3", 2**22 + 4321)  # a dead kernel: its file goes away
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    gone.wait()
+    board("k-3", gone.pid)  # a dead kernel: its file goes away
+    (folder / "k-1.2.json").write_text("{not json")  # a file that is no status: skipped, the rest still listed
     assert pool_records(["k-1", "k-3"]) == {"pools": [ours]}
     assert pool_records([]) == {"pools": []}
     assert not (folder / "k-3.1.json").exists()

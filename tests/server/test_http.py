@@ -148,8 +148,24 @@ def test_pools_lists_the_rank_pool_of_a_kernel_the_server_runs(admin_server: Ser
     # A status file of a live process that is no kernel of this server is not listed.
     folder = admin_server.home / "pools"
     folder.mkdir(exist_ok=True)
-    foreign = {"kernel_id": "not-ours", "pid": os.getpid(), "pool": 1, "updated": time.time(), "state": "idle"}
+    foreign = {
+        "kernel_id": "not-ours",
+        "pid": os.getpid(),
+        "pool": 1,
+        "updated": time.time(),
+        "size": 1,
+        "state": "idle",
+        "devices": "cpu",
+        "backend": "gloo",
+        "master_port": None,
+        "ranks": [],
+    }
     (folder / "not-ours.1.json").write_text(json.dumps(foreign))
+    # Files that are no status of a pool (each made the route answer 500, or hang): skipped, never fatal.
+    (folder / "broken.1.json").write_text("{not json")
+    (folder / "wrong.1.json").write_text(json.dumps({**foreign, "kernel_id": ["a", "list"], "pid": "abc"}))
+    (folder / "deep.1.json").write_text("[" * 100_000 + "]" * 100_000)
+    os.mkfifo(folder / "fifo.1.json")
     started = admin_server.request("POST", "api/kernels", body={"name": "python3"})
     assert started.status == 201, started.body
     kernel_id = started.body["id"]
@@ -173,4 +189,5 @@ def test_pools_lists_the_rank_pool_of_a_kernel_the_server_runs(admin_server: Ser
         assert admin_server.api("pools").body == {"pools": []}
     finally:
         admin_server.request("DELETE", f"api/kernels/{kernel_id}")
-        (folder / "not-ours.1.json").unlink(missing_ok=True)
+        for name in ("not-ours", "broken", "wrong", "deep", "fifo"):
+            (folder / f"{name}.1.json").unlink(missing_ok=True)

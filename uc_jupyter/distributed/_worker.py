@@ -6,11 +6,16 @@ The kernel starts one such process per rank with the torchrun environment (``RAN
 
 1. sends everything written to its stdout and stderr (file descriptors 1 and 2, so C libraries and
    child processes too) to the kernel, line by line, on that socket;
-2. ends itself when the kernel goes away (the socket closes, or it is re-parented);
+2. ends itself, and what it started, when the kernel goes away (the socket closes, or its supervisor
+   is gone and it is re-parented);
 3. initialises ``torch.distributed`` (``UC_JUPYTER_RANK_BACKEND``, ``UC_JUPYTER_RANK_DEVICE``) and says
    it is ready;
-4. runs calls in order, in one persistent namespace, and answers each with a result or a failure,
-   after flushing the output the call produced.
+4. runs calls in order, in one persistent namespace, each as the principal the kernel's caller was
+   (the call says who), and answers each with a result or a failure, after flushing the output the
+   call produced.
+
+The rank normally runs under :mod:`uc_jupyter.distributed._supervisor`, which ends whatever the rank
+leaves behind.
 
 SIGINT from the kernel interrupts the user code of a call (KeyboardInterrupt), never the rank's own
 bookkeeping.
@@ -30,10 +35,11 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import CodeType, TracebackType
 from typing import Any, BinaryIO, Literal
 
+from uc_jupyter.distributed import proctree
 from uc_jupyter.distributed.errors import RemoteFailure
 from uc_jupyter.distributed.payload import pack, restore_sources, unpack
 from uc_jupyter.distributed.protocol import (
@@ -121,13 +127,20 @@ def _watch_parent(channel: Channel, calls: queue.Queue[object], parent: int) -> 
             try:
                 calls.put(channel.recv())
             except (EOFError, OSError):
-                os._exit(_PARENT_GONE)
+                leave()
 
     def poll_parent() -> None:
         while True:
             if os.getppid() != parent:
-                os._exit(_PARENT_GONE)
+                leave()
             time.sleep(0.5)
+
+    def leave() -> None:
+        # The supervisor ends what is left once this process is gone; should it be gone itself, this
+        # is the last chance to end what this rank started.
+        if os.getppid() != parent:
+            proctree.kill_tree(os.getpid())
+        os._exit(_PARENT_GONE)
 
     threading.Thread(target=receive, daemon=True).start()
     threading.Thread(target=poll_parent, daemon=True).start()
@@ -168,8 +181,19 @@ class _Rank:
         self._cells = 0
 
     def handle(self, call: Call, interruptible: _Interruptible, pump: _OutputPump) -> None:
+        from uc_jupyter.catalog.privileges import validate_principal
+
         try:
-            payload = unpack(call.payload)
+            validate_principal(call.principal)  # the kernel checked it; a bad one must not end the rank
+        except ValueError as exc:
+            self._answer(call, failure=failure_of(exc, self.rank), pump=pump)
+            return
+        with _acting_as(call.principal):
+            self._run(call, interruptible, pump)
+
+    def _run(self, call: Call, interruptible: _Interruptible, pump: _OutputPump) -> None:
+        try:
+            payload = unpack(call.payload)  # unpickling runs code too: as the call's principal
         except BaseException as exc:
             self._answer(call, failure=failure_of(exc, self.rank), pump=pump)
             return
@@ -238,6 +262,23 @@ class _Rank:
     ) -> None:
         pump.flush()
         self.channel.send(Reply(call_id=call.call_id, value=value, failure=failure))
+
+
+@contextlib.contextmanager
+def _acting_as(principal: str) -> Iterator[None]:
+    """Everything the call does acts as ``principal``.
+
+    Two places say who a process is: the ``as_principal`` override, which holds in this thread, and
+    ``UC_JUPYTER_PRINCIPAL``, which threads (they start without the override) and child processes
+    (DataLoader workers) read. Both are set from the call, so the rank's environment as it was started,
+    or as an earlier call left it, never decides for this one. The variable keeps the call's value
+    afterwards: a thread a call leaves running acts as the latest caller, never as whoever started the pool.
+    """
+    from uc_jupyter.catalog import as_principal
+
+    os.environ["UC_JUPYTER_PRINCIPAL"] = principal
+    with as_principal(principal):
+        yield
 
 
 def _start_torch(rank: int, world_size: int, local_rank: int) -> tuple[Any, str]:

@@ -1,8 +1,9 @@
 """A notebook cell run on every rank: what ``%%uc_distributed`` calls (each option is a keyword here).
 
 The cell runs in each rank's persistent namespace (``rank``, ``world_size``, ``local_rank`` and
-``device`` are defined there). ``push`` copies notebook variables into every rank first; ``pull``
-brings each named variable back as a list with one value per rank. IPython syntax (``%magic``,
+``device`` are defined there), as the principal in force in the kernel when the cell runs. ``push``
+copies notebook variables into every rank first; ``pull`` brings each named variable back as a list
+with one value per rank. IPython syntax (``%magic``,
 ``!shell``) cannot run on a rank and is refused before anything starts.
 
 Example:

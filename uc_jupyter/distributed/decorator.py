@@ -12,7 +12,9 @@ Everything is checked when ``train.distributed(...)`` is called, not when it is 
 CUDA devices the ranks run on CPU with gloo (said once), so the same notebook works on a laptop and in
 CI; asking for more GPUs than are visible, or a ``gpu_type`` that is not the visible one, is an error.
 The function, what it captures and its arguments are measured before they are shipped; above
-``max_pickle_bytes`` the error names the largest captured objects.
+``max_pickle_bytes`` the error names the largest captured objects. The ranks act as the principal in
+force where ``.distributed(...)`` is called (``with as_principal("alice"): train.distributed()`` reads
+with alice's grants), whoever started the kernel's pool.
 """
 
 from __future__ import annotations

@@ -12,7 +12,12 @@ ordered channel per rank that also carries DataLoader telemetry (into :attr:`Ran
 the reply. If a rank raises, the others get a moment to finish, are then interrupted, and ranks that
 still do not answer (stuck in a collective) are killed; the next call starts a fresh pool. A rank that
 dies is reported at once with how it died. Ctrl-C reaches every rank. Ranks end themselves when the
-kernel goes away, however it goes.
+kernel goes away, however it goes, and whatever a rank starts ends with it, even a grandchild in a
+session of its own (see :mod:`uc_jupyter.distributed.launch`).
+
+Each call carries the principal in force where it is made (:func:`uc_jupyter.catalog.current_principal`:
+an ``as_principal`` block, else ``UC_JUPYTER_PRINCIPAL``), and the ranks act as that principal for the
+call, whoever started the pool: ``with as_principal("alice"): pool.run(fn)`` reads with alice's grants.
 
 Several machines (``nodes=k``) are designed for but not built: the rendezvous is c10d's (``env://``
 with ``MASTER_ADDR``/``MASTER_PORT``), so a multi-node pool will start ``n / k`` ranks per host through a
@@ -33,20 +38,16 @@ import itertools
 import math
 import os
 import queue
-import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
+from uc_jupyter.catalog import current_principal
+from uc_jupyter.catalog.privileges import validate_principal
 from uc_jupyter.distributed import board
 from uc_jupyter.distributed.errors import (
     RankDied,
@@ -56,17 +57,15 @@ from uc_jupyter.distributed.errors import (
     RemoteFailure,
     describe_exit,
 )
+from uc_jupyter.distributed.launch import Exited, Generation
 from uc_jupyter.distributed.payload import DEFAULT_LIMIT, pack, source_map, unpack
 from uc_jupyter.distributed.protocol import (
     Call,
     CallKind,
-    Channel,
     Output,
     Ready,
     Reply,
     StartFailed,
-    Stop,
-    Telemetry,
 )
 from uc_jupyter.processes import free_port
 from uc_jupyter.telemetry.collector import Collector
@@ -108,74 +107,6 @@ def print_output(rank: int, stream: str, text: str) -> None:
     target.flush()
 
 
-@dataclass
-class _Exited:
-    """Posted by a reader thread when its rank's channel closed (the process ended)."""
-
-    returncode: int | None
-
-
-@dataclass
-class _RankProcess:
-    rank: int
-    process: subprocess.Popen[bytes]
-    channel: Channel
-    log: Path
-    reader: threading.Thread | None = None
-    device: str = "?"
-
-    def signal(self, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(self.process.pid, signum)
-
-    def kill_group(self) -> None:
-        """The rank is a session leader: its own children (DataLoader workers) go with it."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-
-    def log_tail(self, lines: int = 15) -> str:
-        with contextlib.suppress(OSError):
-            return "".join(self.log.read_text(errors="replace").splitlines(keepends=True)[-lines:])
-        return ""
-
-
-class _Generation:
-    """One start of the pool: its processes, their inbox, the port they rendezvoused on."""
-
-    def __init__(self, port: int, devices: str, backend: str) -> None:
-        self.port = port
-        self.devices = devices
-        self.backend = backend
-        self.ranks: list[_RankProcess] = []
-        self.inbox: queue.Queue[tuple[int, object]] = queue.Queue()
-        self.logs = Path(tempfile.mkdtemp(prefix="uc-jupyter-ranks-"))
-
-    def kill(self) -> None:
-        for handle in self.ranks:
-            handle.kill_group()
-        self._reap(5.0)
-
-    def stop(self, timeout: float) -> None:
-        for handle in self.ranks:
-            with contextlib.suppress(OSError):
-                handle.channel.send(Stop())
-        deadline = time.monotonic() + timeout
-        for handle in self.ranks:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                handle.process.wait(max(0.0, deadline - time.monotonic()))
-        self.kill()  # whatever did not leave in time (and the ranks' own children)
-
-    def _reap(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        for handle in self.ranks:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                handle.process.wait(max(0.0, deadline - time.monotonic()))
-            if handle.reader is not None:
-                handle.reader.join(max(0.0, deadline - time.monotonic()))
-            handle.channel.close()
-        shutil.rmtree(self.logs, ignore_errors=True)
-
-
 class _Outcome:
     """What came back from one call on every rank."""
 
@@ -193,7 +124,8 @@ class _Outcome:
 
 
 class RankPool:
-    """``n`` rank processes with ``torch.distributed`` initialised, reused across calls.
+    """``n`` rank processes with ``torch.distributed`` initialised, reused across calls; each call runs
+    as the principal in force where it is made.
 
     Args:
         n: number of ranks.
@@ -247,7 +179,7 @@ class RankPool:
         self.max_payload_bytes = max_payload_bytes
         self.output: OutputWriter = output or print_output
         self.collector = Collector()
-        self._generation: _Generation | None = None
+        self._generation: Generation | None = None
         self._lock = threading.RLock()
         self._busy = False
         self._ids = itertools.count(1)
@@ -257,9 +189,10 @@ class RankPool:
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> None:
         """Start the ranks now (calls start them on first use anyway)."""
+        principal = _caller()
         with self._lock:
             if self._generation is None:
-                self._generation = self._launch_with_retries()
+                self._generation = self._launch_with_retries(principal)
                 self._announce()
 
     def shutdown(self, timeout: float = 5.0) -> None:
@@ -279,7 +212,9 @@ class RankPool:
         generation = self._generation
         if generation is None:
             return PoolStatus(self.size, "stopped", self.devices, self.backend, None, ())
-        ranks = tuple(RankInfo(h.rank, h.process.pid, h.device, h.process.poll() is None) for h in generation.ranks)
+        ranks = tuple(
+            RankInfo(h.rank, h.pid or h.process.pid, h.device, h.process.poll() is None) for h in generation.ranks
+        )
         state: Literal["idle", "busy"] = "busy" if self._busy else "idle"
         return PoolStatus(self.size, state, generation.devices, generation.backend, generation.port, ranks)
 
@@ -351,17 +286,18 @@ class RankPool:
     ) -> list[Any]:
         shown = self.shown_ranks(show)
         limit = _seconds(timeout, "timeout") if timeout is not None else self.timeout
+        principal = _caller()  # read here, in the caller's thread and context: who this call is made as
         with self._lock:
             if self._generation is None:
-                self._generation = self._launch_with_retries()
+                self._generation = self._launch_with_retries(principal)
             generation = self._generation
             call_id = next(self._ids)
             self._busy = True
             self._announce()
             try:
                 for handle in generation.ranks:
-                    with contextlib.suppress(OSError):  # a dead rank shows up as _Exited below
-                        handle.channel.send(Call(call_id=call_id, kind=kind, payload=payload))
+                    with contextlib.suppress(OSError):  # a dead rank shows up as Exited below
+                        handle.channel.send(Call(call_id=call_id, kind=kind, payload=payload, principal=principal))
                 outcome = self._collect(generation, call_id, limit, shown)
             finally:
                 self._busy = False
@@ -370,7 +306,7 @@ class RankPool:
             self._announce()
         return self._results(outcome, limit)
 
-    def _collect(self, generation: _Generation, call_id: int, timeout: float | None, shown: set[int]) -> _Outcome:
+    def _collect(self, generation: Generation, call_id: int, timeout: float | None, shown: set[int]) -> _Outcome:
         outcome = _Outcome(self.size)
         deadline = time.monotonic() + timeout if timeout is not None else math.inf
         first_failure: float | None = None
@@ -381,7 +317,7 @@ class RankPool:
             nonlocal kill_at
             outcome.reason = reason
             for rank in outcome.pending:
-                generation.ranks[rank].signal(signal.SIGINT)
+                generation.ranks[rank].interrupt()
             kill_at = time.monotonic() + self.stop_grace
 
         while outcome.pending:
@@ -411,7 +347,7 @@ class RankPool:
                     outcome.replies[rank] = message
                     if message.failure is not None and first_failure is None:
                         first_failure = now
-                elif isinstance(message, _Exited) and rank in outcome.pending:
+                elif isinstance(message, Exited) and rank in outcome.pending:
                     self._died(outcome, generation, rank, message.returncode, stop)
             except KeyboardInterrupt:
                 if outcome.reason == "interrupt":  # a second Ctrl-C: do not wait any longer
@@ -426,13 +362,13 @@ class RankPool:
     def _died(
         self,
         outcome: _Outcome,
-        generation: _Generation,
+        generation: Generation,
         rank: int,
         returncode: int | None,
         stop: Callable[[Literal["died"]], None],
     ) -> None:
         handle = generation.ranks[rank]
-        handle.kill_group()  # its children go too
+        handle.terminate()  # whatever it started goes too
         outcome.died[rank] = returncode
         outcome.tails[rank] = handle.log_tail()
         if outcome.reason in (None, "failure"):
@@ -501,7 +437,7 @@ class RankPool:
         if rank in shown:
             self.output(rank, message.stream, message.text)
 
-    def _drain(self, generation: _Generation, shown: set[int]) -> None:
+    def _drain(self, generation: Generation, shown: set[int]) -> None:
         while True:
             try:
                 rank, message = generation.inbox.get_nowait()
@@ -524,69 +460,31 @@ class RankPool:
         return ranks
 
     # ---------------------------------------------------------------- start-up
-    def _launch_with_retries(self) -> _Generation:
+    def _launch_with_retries(self, principal: str) -> Generation:
         devices, backend = _plan(self.size, self.devices, self.backend)
         chosen = os.environ.get("MASTER_PORT")
         attempts = 1 if chosen else 3  # a free port can be taken before rank 0 binds it: pick another
         for attempt in range(attempts):
             port = int(chosen) if chosen else free_port()
             try:
-                return self._launch(port, devices, backend)
+                return self._launch(port, devices, backend, principal)
             except RankStartError as exc:
                 if attempt + 1 == attempts or "address already in use" not in str(exc.remote_tracebacks()).lower():
                     raise
         raise AssertionError("unreachable")
 
-    def _launch(self, port: int, devices: str, backend: str) -> _Generation:
-        generation = _Generation(port, devices, backend)
+    def _launch(self, port: int, devices: str, backend: str, principal: str) -> Generation:
+        generation = Generation(port, devices, backend)
         try:
             for rank in range(self.size):
-                generation.ranks.append(self._spawn(generation, rank))
+                generation.ranks.append(generation.spawn(rank, self.size, principal, self.collector))
             self._await_ready(generation)
         except BaseException:
             generation.kill()
             raise
         return generation
 
-    def _spawn(self, generation: _Generation, rank: int) -> _RankProcess:
-        ours, theirs = socket.socketpair()
-        env = dict(os.environ)
-        env.update(
-            RANK=str(rank),
-            WORLD_SIZE=str(self.size),
-            LOCAL_RANK=str(rank),
-            LOCAL_WORLD_SIZE=str(self.size),
-            GROUP_RANK="0",
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(generation.port),
-            UC_JUPYTER_RANK_BACKEND=generation.backend,
-            UC_JUPYTER_RANK_DEVICE=generation.devices,
-            UC_JUPYTER_RANK_PATH=os.pathsep.join(p for p in sys.path if p),
-        )
-        # Like torchrun: ranks sharing the CPUs should not each start a thread per core.
-        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // self.size)))
-        log = generation.logs / f"rank-{rank}.log"
-        with ours, theirs, open(log, "wb") as log_file:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "uc_jupyter.distributed._worker", str(theirs.fileno())],
-                env=env,
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=log_file,
-                start_new_session=True,  # its own process group: killed as one, and a terminal's Ctrl-C is ours to pass
-            )
-            handle = _RankProcess(rank, process, Channel.over(ours), log)
-        handle.reader = threading.Thread(
-            target=_read_channel,
-            args=(handle, generation.inbox, self.collector),
-            name=f"uc-jupyter-rank-{rank}",
-            daemon=True,
-        )
-        handle.reader.start()
-        return handle
-
-    def _await_ready(self, generation: _Generation) -> None:
+    def _await_ready(self, generation: Generation) -> None:
         waiting = set(range(self.size))
         failures: list[RemoteFailure] = []
         deadline = time.monotonic() + self.start_timeout
@@ -605,10 +503,11 @@ class RankPool:
                 continue
             if isinstance(message, Ready):
                 generation.ranks[rank].device = message.device
+                generation.ranks[rank].pid = message.pid
                 waiting.discard(rank)
             elif isinstance(message, StartFailed):
                 failures.append(message.failure)
-            elif isinstance(message, _Exited):
+            elif isinstance(message, Exited):
                 how = f"its process {describe_exit(message.returncode)}"
                 failures.append(RemoteFailure(rank, "RankDied", how, generation.ranks[rank].log_tail()))
             elif isinstance(message, Output):
@@ -622,23 +521,9 @@ class RankPool:
             )
 
 
-def _read_channel(handle: _RankProcess, inbox: queue.Queue[tuple[int, object]], collector: Collector) -> None:
-    """One per rank: telemetry goes straight to the collector, the rest to the caller in order."""
-    while True:
-        try:
-            message = handle.channel.recv()
-        except (EOFError, OSError):
-            break
-        if isinstance(message, Telemetry):
-            for sample in message.samples:
-                collector.offer(sample)
-        else:
-            inbox.put((handle.rank, message))
-    try:
-        returncode: int | None = handle.process.wait(10.0)
-    except subprocess.TimeoutExpired:
-        returncode = None
-    inbox.put((handle.rank, _Exited(returncode)))
+def _caller() -> str:
+    """The principal in force here and now, checked before any rank is asked to act as it."""
+    return validate_principal(current_principal())
 
 
 def _plan(n: int, devices: str, backend: str) -> tuple[str, str]:

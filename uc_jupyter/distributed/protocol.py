@@ -44,11 +44,13 @@ CallKind = Literal["run", "execute", "push", "pull"]
 @dataclass(frozen=True)
 class Call:
     """Run something: ``run`` (a function, args, kwargs), ``execute`` (cell source), ``push`` (a dict
-    of names to bind), ``pull`` (a tuple of names to send back). ``payload`` is cloudpickled."""
+    of names to bind), ``pull`` (a tuple of names to send back). ``payload`` is cloudpickled.
+    ``principal`` is who the call was made as in the kernel: the rank acts as that principal for it."""
 
     call_id: int
     kind: CallKind
     payload: bytes
+    principal: str
 
 
 @dataclass(frozen=True)

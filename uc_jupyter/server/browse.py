@@ -223,6 +223,9 @@ def volume_entries(catalog: Catalog, path: str, limit: int = MAX_ENTRIES) -> Jso
 def pool_records(kernel_ids: Collection[str], root: Path | None = None) -> Json:
     """The rank-pool status records (see :mod:`uc_jupyter.distributed.board`) of the kernels ``kernel_ids``.
 
+    Files in the pools folder that are not such a record (malformed, oversized, symlinks, FIFOs) are
+    skipped, so one bad file never costs the others their status bar.
+
     Example:
         >>> pool_records([], root=Path("/nonexistent"))
         {'pools': []}
@@ -230,7 +233,7 @@ def pool_records(kernel_ids: Collection[str], root: Path | None = None) -> Json:
     from uc_jupyter.distributed.board import read_boards
 
     wanted = set(kernel_ids)
-    return {"pools": [r for r in read_boards(root) if r.get("kernel_id") in wanted]}
+    return {"pools": [r for r in read_boards(root) if r["kernel_id"] in wanted]}
 
 
 def is_hidden(name: str) -> bool:
