@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import warnings
 from collections.abc import Callable
@@ -13,15 +14,18 @@ from typing import Any
 import pytest
 import torch
 import torch.utils.data
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import uc_jupyter.data.loader as loader_module
 from uc_jupyter.data import DataLoader, UCVolumeDataset
+from uc_jupyter.data.cache import CacheBudgetError, FileCache
 from uc_jupyter.data.loader import BatchTiming
 from uc_jupyter.processes import free_port
 from uc_jupyter.telemetry.mlflow_sink import metric_names
 from uc_jupyter.telemetry.model import Snapshot
 
-from .conftest import write_files
+from .conftest import WorkerTagged, write_files
 
 Volume = Callable[..., tuple[str, Path]]
 
@@ -96,6 +100,43 @@ def test_bad_arguments_get_torchs_clear_errors() -> None:
         DataLoader(Squares(4), num_workers=0).add_hook("print")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "message"),
+    [
+        ((), {"batch_size": 0}, ValueError, "invalid batch_size 0: give a whole number >= 1"),
+        ((), {"batch_size": 2.0}, TypeError, "invalid batch_size 2.0"),
+        ((), {"batch_size": True}, TypeError, "invalid batch_size True"),
+        ((0,), {}, ValueError, "invalid batch_size 0"),  # by position, torch's order
+        ((), {"shuffle": "no"}, TypeError, "invalid shuffle 'no': give True or False"),
+        ((4, 1), {}, TypeError, "invalid shuffle 1"),
+        ((), {"num_workers": 1.5}, TypeError, "invalid num_workers 1.5"),
+        ((), {"num_workers": True}, TypeError, "invalid num_workers True"),
+        ((), {"num_workers": 2, "prefetch_factor": 0}, ValueError, "invalid prefetch_factor 0"),
+        ((), {"num_workers": 0, "prefetch_factor": 2}, ValueError, "invalid prefetch_factor with num_workers=0"),
+        ((), {"persistent_workers": "yes"}, TypeError, "invalid persistent_workers 'yes'"),
+        ((), {"pin_memory": 1}, TypeError, "invalid pin_memory 1"),
+        ((), {"drop_last": None}, TypeError, "invalid drop_last None"),
+        ((), {"timeout": -1}, ValueError, "invalid timeout -1"),
+        ((), {"mlflow": "off"}, TypeError, "invalid mlflow 'off'"),
+        ((), {"monitor": "no"}, TypeError, "invalid monitor 'no'"),
+        ((), {"batchsize": 4}, TypeError, "DataLoader: got an unexpected keyword argument 'batchsize'"),
+    ],
+)
+def test_bad_values_are_one_line_errors_naming_the_argument(
+    args: tuple[Any, ...], kwargs: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=re.escape(message)) as caught:
+        DataLoader(Squares(4), *args, **kwargs)
+    assert "\n" not in str(caught.value)
+
+
+def test_allowed_values_pass_through_to_torch() -> None:
+    unbatched = DataLoader(Squares(3), batch_size=None, shuffle=None, num_workers=0, timeout=0.0)
+    assert list(unbatched) == [0, 1, 4]
+    shuffled = DataLoader(Squares(4), 4, True, num_workers=0, generator=torch.Generator().manual_seed(0))
+    assert sorted(next(iter(shuffled)).tolist()) == [0, 1, 4, 9]
+
+
 # ------------------------------------------------------------------ timing
 
 
@@ -116,6 +157,25 @@ def test_hooks_attribute_waiting_to_fetch_and_work_to_compute() -> None:
     stats = loader.stats()
     assert (stats.batches, stats.samples_delivered) == (6, 12)
     assert 0.035 <= stats.percentiles()["p50"] <= 0.06
+
+
+def test_each_batch_is_attributed_to_the_worker_that_made_it() -> None:
+    """Worker 0 runs out after two batches, worker 1 has six: torch skips worker 0's empty task and
+    hands on worker 1's batch, which was counted as worker 0's (and so moved the wrong stream's
+    resume position and file pins)."""
+    loader = DataLoader(
+        WorkerTagged([2, 6]),
+        batch_size=1,
+        num_workers=2,
+        prefetch_factor=2,
+        multiprocessing_context="fork",
+        mlflow=False,
+    )
+    seen: list[int | None] = []
+    loader.add_hook(lambda timing: seen.append(timing.worker))
+    made = [int(batch[0]) for batch in loader]
+    assert sorted(made) == [0] * 2 + [1] * 6
+    assert seen == made
 
 
 def test_workers_report_their_shards_and_cache(s3_volume: Volume) -> None:
@@ -173,6 +233,36 @@ def test_metrics_land_under_the_reference_keys(tracking: Any, s3_volume: Volume)
     steps = [m.step for m in history]
     assert steps == sorted(steps) and len(set(steps)) == len(steps) == 2  # one flush per pass
     assert logged["dataloader/cache_hit_rate/rank_0"] == 1.0  # the second pass hit every file
+
+
+def test_every_pass_logs_its_own_point_before_it_ends(tracking: Any, s3_volume: Volume) -> None:
+    """Issue 19: the end-of-pass window went to a background thread, so right after two passes the
+    history often held one point (steps [4]) instead of one per pass."""
+    path, folder = s3_volume()
+    write_files(folder, 16)
+    loader = DataLoader(UCVolumeDataset(path, min_free_bytes=0), batch_size=4, num_workers=0)
+    client = tracking.tracking.MlflowClient()
+    with tracking.start_run() as run:
+        for passes in (1, 2):
+            list(loader)
+            steps = [m.step for m in client.get_metric_history(run.info.run_id, metric_names(0)["fetch"])]
+            assert steps == sorted(set(steps)) and steps[-1] == 4 * passes  # read at once: no close()
+        assert 4 in steps
+
+
+def test_nothing_is_logged_after_the_run_has_ended(tracking: Any, s3_volume: Volume) -> None:
+    """A pass that ends after its run did (an iterator kept past ``with start_run()``) logs nothing
+    into the finished run; before, its window was logged there by the background thread."""
+    path, folder = s3_volume()
+    write_files(folder, 16)
+    loader = DataLoader(UCVolumeDataset(path, min_free_bytes=0), batch_size=4, num_workers=0)
+    with tracking.start_run() as run:
+        stream = iter(loader)
+        next(stream)
+    assert len(list(stream)) == 3
+    loader.close()
+    client = tracking.tracking.MlflowClient()
+    assert client.get_metric_history(run.info.run_id, metric_names(0)["fetch"]) == []
 
 
 def test_nothing_is_logged_without_a_run(tracking: Any) -> None:
@@ -304,3 +394,100 @@ def test_pair_samples_count_one_per_pair(local_volume: Callable[..., tuple[str, 
     assert sizes == [4, 4, 2]
     assert loader.stats().samples_delivered == 10
     assert loader.state_dict()["streams"] == {"rank0-worker0": 10}
+
+
+# ------------------------------------------------------------------ paths stay valid while their batch is used
+
+
+def read_batch(batch: list[str]) -> list[str]:
+    """The names the files of ``batch`` carry, read now (FileNotFoundError if one is gone)."""
+    return [name_in(path) for path in batch]
+
+
+def test_streamed_paths_stay_valid_until_the_loop_moves_past_their_batch(s3_volume: Volume, tmp_path: Path) -> None:
+    """Issue 19: past a full cache, a streamed file of the batch in hand was deleted to make room for
+    the next download (FileNotFoundError: .../cache/stream/<pid>/6.bin)."""
+    path, folder = s3_volume()
+    files = write_files(folder, 16, size=32 * 1024)
+    dataset = UCVolumeDataset(path, cache_dir=tmp_path / "cache", cache_max_bytes=6 * 32 * 1024, min_free_bytes=0)
+    loader = DataLoader(dataset, batch_size=4, num_workers=0, collate_fn=list, mlflow=False)
+    read: list[str] = []
+    for batch in loader:
+        read += read_batch(batch)
+    assert sorted(read) == sorted(files)
+    stats = dataset.stats().streams[0]
+    assert stats.streamed > 0  # the budget was full: files did stream through
+
+
+class QuickTime:
+    """The cache's clock and sleep: a wait passes at once (a millisecond really, so that other
+    processes run), so its rule of evicting after a second of waiting costs nothing here."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        time.sleep(0.001)
+
+
+def test_every_path_stays_valid_until_the_loop_moves_past_its_batch(
+    s3_volume: Volume, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Over batch sizes, worker counts, prefetch factors, budgets and both ways of caching: files
+    go through a budget barely larger than what the loop can hold at once (the batch in hand, those
+    in flight, and what an idle worker still pins), over two passes of persistent workers, and each
+    path of a batch is read just before the loop asks for the next."""
+    path, folder = s3_volume()
+    files = write_files(folder, 23, size=1000)  # not a multiple of most batch sizes: partial batches
+
+    @settings(max_examples=30, deadline=None)
+    @given(
+        batch_size=st.integers(1, 5),
+        workers=st.integers(0, 2),
+        prefetch_factor=st.integers(1, 3),
+        slack=st.integers(0, 4),
+        keep=st.booleans(),
+    )
+    def check(batch_size: int, workers: int, prefetch_factor: int, slack: int, keep: bool) -> None:
+        held = (2 * prefetch_factor * workers + 1) * batch_size + workers if workers else batch_size
+        quick = QuickTime()
+        cache = FileCache(
+            tmp_path_factory.mktemp("cache"),
+            max_bytes=(held + slack) * 1000,
+            min_free_bytes=0,
+            wait_seconds=10**6,
+            clock=quick.clock,
+            sleep=quick.sleep,
+        )
+        dataset = UCVolumeDataset(path, cache="auto" if keep else "never", cache_dir=cache, prefetch=1)
+        extra: dict[str, Any] = {"prefetch_factor": prefetch_factor, "multiprocessing_context": "fork"}
+        loader = DataLoader(
+            dataset,
+            batch_size=batch_size,
+            num_workers=workers,
+            collate_fn=list,
+            mlflow=False,
+            **(extra if workers else {}),
+        )
+        for _ in range(2):
+            read: list[str] = []
+            for batch in loader:
+                read += read_batch(batch)
+            assert sorted(read) == sorted(files)
+
+    check()
+
+
+def test_a_budget_too_small_for_one_batch_is_an_error_at_once(s3_volume: Volume, tmp_path: Path) -> None:
+    """Four files in use at once cannot fit a budget of two and a half: an error naming the budget,
+    not a path deleted under the loop (nor a wait that cannot end)."""
+    path, folder = s3_volume()
+    write_files(folder, 8, size=1000)
+    dataset = UCVolumeDataset(path, cache="never", cache_dir=tmp_path / "cache", cache_max_bytes=2500, min_free_bytes=0)
+    loader = DataLoader(dataset, batch_size=4, num_workers=0, collate_fn=list, mlflow=False)
+    with pytest.raises(CacheBudgetError, match=r"do not fit the budget of 2500 bytes.*raise cache_max_bytes"):
+        list(loader)

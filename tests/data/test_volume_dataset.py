@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,10 @@ import torch.utils.data
 from uc_jupyter.catalog import InvalidName, NotFound, PermissionDenied
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.data import UCVolumeDataset
+from uc_jupyter.data.cache import FileCache
 from uc_jupyter.data.remote import RetryPolicy, VolumeReadError
 from uc_jupyter.data.s3_reader import reader_for
+from uc_jupyter.testing.catalogs import external_location
 from uc_jupyter.testing.s3_server import S3TestServer
 
 from .conftest import write_files
@@ -135,6 +138,11 @@ def test_reading_needs_read_volume(local_volume: Volume, catalog: LocalCatalog) 
         ({"prefetch": 0}, "invalid prefetch 0"),
         ({"seed": -1}, "invalid seed -1"),
         ({"label_by": "file"}, "invalid label_by 'file'"),
+        ({"include": []}, r"invalid include \[\]: it would match nothing"),
+        ({"include": ""}, "invalid include '': an empty pattern matches nothing"),
+        ({"pin_window": 0}, "invalid pin_window 0"),
+        ({"cache_max_bytes": 0}, "invalid cache_max_bytes 0"),
+        ({"min_free_bytes": -1}, "invalid min_free_bytes -1"),
     ],
 )
 def test_bad_options_are_refused(local_volume: Volume, option: dict[str, Any], message: str) -> None:
@@ -142,6 +150,107 @@ def test_bad_options_are_refused(local_volume: Volume, option: dict[str, Any], m
     write_files(folder, 1, sub="a/")
     with pytest.raises(ValueError, match=message):
         UCVolumeDataset(path, recursive=True, **option)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ({"shuffle": "no"}, "invalid shuffle 'no': give True or False"),
+        ({"recursive": 1}, "invalid recursive 1: give True or False"),
+        ({"seed": True}, "invalid seed True: give a whole number >= 0, not a bool"),
+        ({"seed": 1.0}, "invalid seed 1.0: give a whole number >= 0"),
+        ({"prefetch": True}, "invalid prefetch True"),
+        ({"include": 5}, "invalid include 5: give a glob pattern"),
+        ({"exclude": [b"*.bin"]}, r"invalid exclude \[b'\*.bin'\]: b'\*.bin' is not a str"),
+        ({"transform": "decode_text"}, "invalid transform 'decode_text': give a function"),
+        ({"retry": 3}, "invalid retry 3: give a RetryPolicy or None"),
+        ({"cache_dir": 5}, "invalid cache_dir 5"),
+    ],
+)
+def test_options_of_the_wrong_type_are_refused_before_the_catalog_is_asked(
+    catalog: LocalCatalog, option: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(TypeError, match=message) as caught:
+        UCVolumeDataset("/Volumes/main/ml/absent", **option)  # no such volume: the option is checked first
+    assert "\n" not in str(caught.value)
+
+
+def test_set_epoch_takes_a_whole_number_only(local_volume: Volume) -> None:
+    path, folder = local_volume()
+    write_files(folder, 1)
+    dataset = UCVolumeDataset(path)
+    with pytest.raises(TypeError, match="invalid epoch True"):
+        dataset.set_epoch(True)
+    with pytest.raises(ValueError, match="invalid epoch -1"):
+        dataset.set_epoch(-1)
+
+
+def test_a_retry_policy_must_try_at_least_once() -> None:
+    with pytest.raises(ValueError, match="invalid attempts 0: give a whole number >= 1"):
+        RetryPolicy(attempts=0)
+    with pytest.raises(ValueError, match="invalid base_seconds -1"):
+        RetryPolicy(base_seconds=-1)
+
+
+# ------------------------------------------------------------------ symlinks in local volumes
+
+
+def test_symlinks_are_skipped_with_one_warning_even_when_they_stay_inside(local_volume: Volume) -> None:
+    path, folder = local_volume()
+    files = write_files(folder, 2)
+    (folder / "again.bin").symlink_to(folder / "f00000.bin")
+    (folder / "excluded.lnk").symlink_to(folder / "f00001.bin")
+    (folder / ".hidden.lnk").symlink_to(folder / "f00001.bin")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dataset = UCVolumeDataset(path, exclude="*.lnk")
+    assert [str(w.message) for w in caught] == [
+        "/Volumes/main/ml/local: skipped 1 entry that is not a regular file, e.g. 'again.bin' (datasets do "
+        "not follow symbolic links inside a volume; copy the file in instead, or exclude it)"
+    ]
+    assert [Path(p).name for p in dataset] == sorted(files)
+
+
+def test_a_listing_without_symlinks_warns_nothing(local_volume: Volume) -> None:
+    path, folder = local_volume()
+    write_files(folder, 2, sub="sub/")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(UCVolumeDataset(path, recursive=True)) == 2
+
+
+@pytest.mark.parametrize("cache", ["auto", "always"])
+def test_a_file_that_changed_after_the_listing_stops_the_stream_naming_it(local_volume: Volume, cache: str) -> None:
+    path, folder = local_volume()
+    write_files(folder, 3)
+    dataset = UCVolumeDataset(path, cache=cache, cache_max_bytes=10**6, min_free_bytes=0)  # type: ignore[arg-type]
+    (folder / "f00001.bin").write_bytes(b"shorter")
+    stream = iter(dataset)
+    next(stream)
+    with pytest.raises(
+        VolumeReadError, match=r"/Volumes/main/ml/local/f00001\.bin: it changed since the dataset listed it"
+    ):
+        next(stream)
+
+
+def test_decoders_in_place_read_the_checked_descriptor_and_other_transforms_get_paths(local_volume: Volume) -> None:
+    path, folder = local_volume()
+    files = write_files(folder, 2)
+    given: list[Any] = []
+
+    def record(source: Any) -> int:
+        given.append(source)
+        return 0
+
+    assert list(UCVolumeDataset(path, transform=record)) == [0, 0]
+    assert given == [str(folder / name) for name in sorted(files)]
+    from uc_jupyter.data import decode_bytes
+
+    record.reads_files = True  # type: ignore[attr-defined]
+    given.clear()
+    list(UCVolumeDataset(path, transform=record))
+    assert all(hasattr(g, "read") for g in given)  # open files, closed once the transform returned
+    assert list(UCVolumeDataset(path, transform=decode_bytes)) == [files[name] for name in sorted(files)]
 
 
 def test_rank_without_world_size_is_an_error(local_volume: Volume, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -326,7 +435,8 @@ def test_a_volume_on_moto_reads_like_any_s3(catalog: LocalCatalog, tmp_path: Pat
     contents = {f"data/{i}.json": json.dumps({"i": i}).encode() for i in range(6)}
     for key, body in contents.items():
         fs.pipe_file(f"moto-bucket/{key}", body)
-    catalog.create_volume("main.ml.moto", "s3://moto-bucket/data", storage_options=options)
+    external_location(catalog, "s3://moto-bucket", options)
+    catalog.create_volume("main.ml.moto", "s3://moto-bucket/data")
     cache = {"cache_dir": tmp_path / "c", "min_free_bytes": 0}
     dataset = UCVolumeDataset("/Volumes/main/ml/moto", cache_max_bytes=10**6, **cache)
     assert read_all(list(dataset)) == [contents[k] for k in sorted(contents)]
@@ -400,3 +510,29 @@ def test_cache_never_streams_every_file_through_and_keeps_none(s3_volume: Volume
     assert stats.cache is not None
     assert (stats.cache.resident_bytes, stats.cache.in_flight_bytes, stats.cache.entries) == (0, 0, 0)
     assert (stats.streams[0].misses, stats.streams[0].streamed) == (40, 40)
+
+
+# ------------------------------------------------------------------ a cache of one's own
+
+
+def test_a_file_cache_given_as_cache_dir_is_the_one_read_through(
+    s3_volume: Volume, s3: S3TestServer, tmp_path: Path
+) -> None:
+    path, folder = s3_volume()
+    files = write_files(folder, 6)
+    cache = FileCache(tmp_path / "mine", max_bytes=12_345, min_free_bytes=0)
+    dataset = UCVolumeDataset(path, cache_dir=cache)
+    assert read_all(list(dataset)) == [files[k] for k in sorted(files)]
+    assert read_all(list(dataset)) == [files[k] for k in sorted(files)]
+    assert s3.stats()["requests"]["GET"] == 6  # the second pass hit that cache
+    stats = dataset.stats().cache
+    assert stats is not None and stats.max_bytes == 12_345 and stats.entries == 6
+
+
+def test_a_file_cache_keeps_its_own_budget(s3_volume: Volume, tmp_path: Path) -> None:
+    path, folder = s3_volume()
+    write_files(folder, 2)
+    cache = FileCache(tmp_path / "mine", max_bytes=10_000, min_free_bytes=0)
+    for given in ({"cache_max_bytes": 5000}, {"min_free_bytes": 0}):
+        with pytest.raises(ValueError, match=r"^invalid cache_max_bytes/min_free_bytes with cache_dir=FileCache"):
+            UCVolumeDataset(path, cache_dir=cache, **given)  # type: ignore[arg-type]

@@ -5,8 +5,14 @@ this process may use), ``prefetch_factor=4`` and ``persistent_workers=True`` whe
 workers. For every batch the training loop receives, the loader records how long the loop waited
 in ``next()`` (fetch time), the time since the previous ``next()`` returned (compute time), the
 batch size and the worker that produced it; hooks get each record, ``stats()`` a snapshot, and an
-active MLflow run the aggregates. Workers publish their cache and shard counters as cumulative
-telemetry samples at most 10 times a second over a queue that never blocks them.
+active MLflow run the aggregates (every pass's own window logged before the pass ends, see
+:mod:`uc_jupyter.telemetry.mlflow_sink`). Workers publish their cache and shard counters as
+cumulative telemetry samples at most 10 times a second over a queue that never blocks them.
+
+The loader tells the dataset's streams which batches the loop has moved past (per worker, in
+shared memory; see :mod:`uc_jupyter.data.consumer`), so a path a :class:`UCVolumeDataset` hands
+out stays valid until the loop asks for the batch after the one that holds it, whatever the batch
+size, ``num_workers``, ``prefetch_factor`` and ``collate_fn``.
 
 Example:
     >>> from uc_jupyter.data import UCVolumeDataset, DataLoader
@@ -20,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import sys
 import time
@@ -31,13 +38,17 @@ from typing import Any
 import torch
 import torch.utils.data
 
+from uc_jupyter.data import consumer
+from uc_jupyter.data import options as opt
+from uc_jupyter.data.consumer import Progress
 from uc_jupyter.data.grid import current_rank, stream_name
+from uc_jupyter.data.loader_workers import ReportingCollate, WorkerInit, dataset_sample
 from uc_jupyter.data.partition import Grid
-from uc_jupyter.telemetry import producer, uplink
+from uc_jupyter.data.torch_tasks import delivered_worker, outstanding, tasks
+from uc_jupyter.telemetry import uplink
 from uc_jupyter.telemetry.collector import Collector
 from uc_jupyter.telemetry.mlflow_sink import MlflowSink
 from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot
-from uc_jupyter.telemetry.reporter import Reporter
 
 __all__ = ["BatchTiming", "DataLoader"]
 
@@ -64,7 +75,9 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
 
     Takes torch's arguments, plus ``mlflow=False`` to keep it from logging to an active MLflow run and
     ``monitor=True`` to show the live dashboard (cache fill, shard sizes, fetch latency) while a pass
-    runs longer than a second (a text summary where widgets cannot render).
+    runs longer than a second (a text summary where widgets cannot render). Counts and flags are
+    checked as :mod:`uc_jupyter.data.options` says (``shuffle="no"``, ``batch_size=0``,
+    ``num_workers=1.5``, ``prefetch_factor=0`` are one-line errors, never coerced).
 
     Example:
         >>> loader = DataLoader(dataset, batch_size=32, num_workers=2)   # doctest: +SKIP
@@ -74,6 +87,8 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
 
     def __init__(self, dataset: Any, *args: Any, mlflow: bool = True, monitor: bool = False, **kwargs: Any) -> None:
         _check_dataset(dataset)
+        mlflow, monitor = opt.flag("mlflow", mlflow), opt.flag("monitor", monitor)
+        _check_arguments(dataset, args, kwargs)
         if not args:  # positional arguments follow torch's order; only fill in what is missing
             _apply_defaults(kwargs)
         super().__init__(dataset, *args, **kwargs)
@@ -91,11 +106,14 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         self.monitor = monitor
         self._queue: Any = None
         self._inner: Iterator[Any] | None = None
-        if self.num_workers > 0:
-            context = self.multiprocessing_context or torch.multiprocessing
+        # Which batches the loop has moved past, per pass and worker: a stream keeps each file it
+        # handed out pinned (its path valid) until then (see uc_jupyter.data.consumer).
+        context = (self.multiprocessing_context or torch.multiprocessing) if self.num_workers > 0 else None
+        self._progress = Progress(self.num_workers, self.batch_size or 1, shared=context)
+        if context is not None:
             self._queue = context.Queue(maxsize=_TELEMETRY_QUEUE_SIZE)
-            self.worker_init_fn = _WorkerInit(self.worker_init_fn, self._queue, self._rank)
-            self.collate_fn = _ReportingCollate(self.collate_fn)
+            self.worker_init_fn = WorkerInit(self.worker_init_fn, self._queue, self._rank, self._progress)
+            self.collate_fn = ReportingCollate(self.collate_fn)
 
     # ---------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
@@ -111,7 +129,8 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
             self._check_ranks()
             self._checked_ranks = True
         if self._log_to_mlflow:
-            self._mlflow = MlflowSink.for_active_run(self._rank, self._mlflow)
+            self._mlflow = MlflowSink.for_active_run(self._rank, self._mlflow, baseline=self.stats)
+        self._progress.new_pass()  # before torch asks the workers for this pass's first batches
         timed = self._timed(super().__iter__(), epoch)
         return self._monitored(timed, epoch) if self.monitor else timed
 
@@ -131,16 +150,24 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
     def _timed(self, inner: Iterator[Any], epoch: int) -> Iterator[Any]:
         self._inner = inner
         clock = time.perf_counter
+        progress, dataset = self._progress, self.dataset
+        # Without workers the streams run inside next(): bound to this dataset only while it runs.
+        own = progress.consumer(0) if self.num_workers == 0 else None
         returned = clock()
         try:
             while True:
-                worker = _next_worker(inner)
+                before = tasks(inner)
                 asked = clock()
+                bound = consumer.install(dataset, own) if own is not None else None
                 try:
                     batch = next(inner)
                 except StopIteration:
                     break
+                finally:
+                    if own is not None:
+                        consumer.restore(bound)
                 got = clock()
+                worker = delivered_worker(inner, before)
                 size = self._items_in(batch)
                 timing = BatchTiming(
                     index=self._fetch.batches,
@@ -153,12 +180,16 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
                 self._record(timing)
                 returned = clock()
                 yield batch
+                # The loop asked for the next batch: it is done with this one (a worker it could not
+                # tell keeps its files until the pass ends).
+                if worker is not None or own is not None:
+                    progress.moved_past(worker or 0)
         finally:
             # Also runs when the interpreter shuts down with the loop unfinished: never raise here.
             with contextlib.suppress(Exception):
                 self._drain(force=True)
                 if self._mlflow is not None:
-                    self._mlflow.flush(self.stats())
+                    self._mlflow.end_pass(self.stats())  # logged before the pass's end returns
 
     def _items_in(self, batch: Any) -> int:
         """Samples in what the loader yielded: a collated batch's length, or without batching the
@@ -169,15 +200,16 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         return int(items_in(batch)) if callable(items_in) else 1
 
     def _record(self, timing: BatchTiming) -> None:
+        sink = self._mlflow
+        if sink is not None and sink.due():
+            # A periodic window closes before this batch counts: the pass's end keeps a batch of its own.
+            sink.hand_over(self.stats())
         self._fetch.add(timing)
         stream = stream_name(self._rank, 0 if timing.worker is None else timing.worker)
         self._delivered[stream] = self._delivered.get(stream, 0) + timing.batch_size
         for hook in list(self._hooks):
             hook(timing)
-        if self._drain():
-            snapshot = self.stats()
-            if self._mlflow is not None:
-                self._mlflow.maybe_flush(snapshot)
+        self._drain()
 
     def _drain(self, *, force: bool = False) -> bool:
         """Collect worker samples and the loop's own, at most 10 times a second unless forced."""
@@ -187,10 +219,10 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         self._fetch.next_drain = now + 0.1
         if self._queue is not None:
             self._collector.drain(self._queue)
-        depths = _outstanding(self._inner, self.num_workers)
+        depths = outstanding(self._inner, self.num_workers)
         self._collector.offer(self._fetch.sample(self._rank, now, self._started, depths))
         if self.num_workers == 0:
-            own = _dataset_sample(self.dataset, self._rank, 0)
+            own = dataset_sample(self.dataset, self._rank, 0)
             if own is not None:
                 self._collector.offer(own)
         if uplink.installed():  # inside a rank pool: the kernel's dashboards see this rank too
@@ -289,10 +321,9 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         self.close()
 
     def close(self) -> None:
-        """Deliver what MLflow still has to log and stop the workers."""
+        """Log what MLflow still has to take (the open pass's window too) and stop the workers."""
         if self._mlflow is not None:
-            self._mlflow.flush(self.stats())
-            self._mlflow.wait()
+            self._mlflow.end_pass(self.stats())
         self._iterator = None
 
 
@@ -336,93 +367,22 @@ class _Accumulator:
         )
 
 
-class _WorkerInit:
-    """Runs in each worker: installs its telemetry publisher, then the user's worker_init_fn."""
-
-    def __init__(self, user: Callable[[int], None] | None, queue: Any, rank: int) -> None:
-        self.user, self.queue, self.rank = user, queue, rank
-
-    def __call__(self, worker_id: int) -> None:
-        producer.install(_WorkerPublisher(Reporter(self.queue.put_nowait), self.rank, worker_id))
-        if self.user is not None:
-            self.user(worker_id)
-
-
-class _WorkerPublisher:
-    """Publishes the worker's dataset counters: when due after a batch, and at the end of a pass."""
-
-    def __init__(self, reporter: Reporter, rank: int, worker: int) -> None:
-        self.reporter, self.rank, self.worker = reporter, rank, worker
-
-    def __call__(self, final: bool) -> None:
-        info = torch.utils.data.get_worker_info()
-        if info is None:
-            return
-
-        def build() -> Sample | None:
-            return _dataset_sample(info.dataset, self.rank, self.worker)
-
-        if final:
-            sample = build()
-            if sample is not None:
-                self.reporter.publish(sample)
-        else:
-            self.reporter.maybe_publish(build)
-
-
-class _ReportingCollate:
-    """Collates as before, then nudges the worker's publisher (rate-limited, never blocking)."""
-
-    def __init__(self, collate: Callable[[Any], Any]) -> None:
-        self.collate = collate
-
-    def __call__(self, items: Any) -> Any:
-        batch = self.collate(items)
-        producer.notify()
-        return batch
-
-
-def _dataset_sample(dataset: Any, rank: int, worker: int) -> Sample | None:
-    """A worker sample from a dataset that keeps stream stats (UCVolumeDataset), else None.
-
-    Its ``seq`` is the machine's monotonic clock, so a worker started for a later epoch (a new
-    process, counting from scratch) still supersedes the samples of the one before it.
-    """
-    stats = getattr(dataset, "stats", None)
-    if not callable(stats):
-        return None
-    found = stats()
-    streams = [s for s in getattr(found, "streams", ()) if s.worker == worker]
-    if not streams:
-        return None
-    s = streams[-1]
-    cache = getattr(found, "cache", None)
-    return Sample(
-        rank=rank,
-        worker=worker,
-        seq=time.monotonic_ns(),
-        time=time.monotonic(),
-        files=s.files,
-        bytes=s.bytes,
-        hits=s.hits,
-        misses=s.misses,
-        bytes_downloaded=s.bytes_downloaded,
-        retries=s.retries,
-        shard_size=s.shard_size,
-        padded=s.padded,
-        dropped=s.dropped,
-        cache_used_bytes=cache.used_bytes if cache else 0,
-        cache_max_bytes=cache.max_bytes if cache else 0,
-        cache_evictions=cache.evictions if cache else 0,
-    )
-
-
 def _check_dataset(dataset: Any) -> None:
     if isinstance(dataset, torch.utils.data.Dataset):
         return
     if hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__"):
         return
     raise TypeError(f"DataLoader needs a torch Dataset, an IterableDataset or a sequence, got {type(dataset).__name__}")
+
+
+def _check_arguments(dataset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """torch's arguments, given by keyword or by position, checked before torch sees them: torch
+    coerces some (``shuffle="no"`` shuffles) and fails raw on others."""
+    try:
+        given = inspect.signature(torch.utils.data.DataLoader.__init__).bind_partial(None, dataset, *args, **kwargs)
+    except TypeError as exc:  # an argument torch does not take: its own one-line message
+        raise TypeError(f"DataLoader: {exc}") from None
+    opt.check_loader_arguments(given.arguments)
 
 
 def _apply_defaults(kwargs: dict[str, Any]) -> None:
@@ -440,24 +400,6 @@ def _apply_defaults(kwargs: dict[str, Any]) -> None:
     if kwargs["num_workers"] > 0:
         kwargs.setdefault("prefetch_factor", DEFAULT_PREFETCH)
         kwargs.setdefault("persistent_workers", True)
-
-
-def _next_worker(inner: Any) -> int | None:
-    """The worker whose batch ``next(inner)`` returns (torch delivers batches in task order)."""
-    info = getattr(inner, "_task_info", None)
-    if info is None:
-        return None
-    task = info.get(getattr(inner, "_rcvd_idx", -1))
-    return int(task[0]) if task else None
-
-
-def _outstanding(inner: Any, workers: int) -> tuple[int, ...]:
-    """Per worker, batches asked of it and not yet handed to the loop (prefetched or in the making)."""
-    depths = [0] * workers
-    for task in (getattr(inner, "_task_info", None) or {}).values():
-        if len(task) == 1 and 0 <= task[0] < workers:  # (worker,) until the batch arrives
-            depths[task[0]] += 1
-    return tuple(depths)
 
 
 def _batch_len(batch: Any) -> int:

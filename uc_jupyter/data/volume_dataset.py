@@ -5,6 +5,10 @@ dataset is created; the listing travels with the dataset to DataLoader workers (
 Each stream (one rank's worker) takes its slice of the epoch's order (see
 :mod:`uc_jupyter.data.partition`), fetches ahead with a small thread pool and yields local paths.
 
+A local (``file://``) volume is listed and read without following symbolic links (see
+:mod:`uc_jupyter.data.local_volume`): a path the dataset yields leads, when it is yielded, to a
+regular file inside the volume, or lies in the cache.
+
 Example:
     >>> from uc_jupyter.data import UCVolumeDataset
     >>> ds = UCVolumeDataset("/Volumes/main/ml/images", recursive=True, shuffle=True)  # doctest: +SKIP
@@ -24,7 +28,12 @@ import numpy.typing as npt
 
 from uc_jupyter.catalog import Catalog, get_catalog
 from uc_jupyter.catalog import storage as st
+from uc_jupyter.data import consumer
+from uc_jupyter.data import options as opt
 from uc_jupyter.data.cache import CachedFile, FileCache
+from uc_jupyter.data.decode import reads_files
+from uc_jupyter.data.local_downloads import LocalDownloads
+from uc_jupyter.data.local_volume import LocalVolume
 from uc_jupyter.data.partition import OnUneven
 from uc_jupyter.data.prefetch import MAX_PREFETCH, Downloads, Prefetcher, ReaderDownloads, ThreadDownloads, Wanted
 from uc_jupyter.data.remote import Listing, RemoteFile, RetryPolicy, list_volume
@@ -51,13 +60,48 @@ class UCVolumeDataset(PartitionedDataset):
         shuffle, seed: one permutation per epoch from ``(seed, epoch)``, the same on every rank.
         cache: ``"auto"`` reads local ``file://`` volumes in place and caches everything else;
             ``"always"`` / ``"never"`` force either way.
-        cache_dir, cache_max_bytes, min_free_bytes: the shared cache (see :class:`FileCache`).
+        cache_dir, cache_max_bytes, min_free_bytes: the shared cache (see :class:`FileCache`); or
+            ``cache_dir=FileCache(...)`` to read through that one, with all its settings.
         prefetch: downloads kept in flight per stream (default: adapts to latency and pace).
         on_uneven: ``"pad"`` (every rank yields the same count), ``"drop"`` or ``"allow"``.
         transform: applied to each local path in the stream; the file may vanish after it returns.
+            The built-in decoders (:func:`~uc_jupyter.data.decode_image` ...) read a local volume's
+            file through the descriptor the dataset checked instead (see below).
         label_by: ``"folder"`` yields ``(item, label)`` with labels numbering the first-level
             sub-folders in sorted order (``self.classes`` names them); files beside them are skipped.
+        retry: how transient storage errors are retried (:class:`~uc_jupyter.data.remote.RetryPolicy`).
+        pin_window: files handed out that stay pinned while the cache has room, for a consumer
+            that does not report its batches (see below).
         catalog: the catalog to resolve ``path`` with (default :func:`get_catalog`).
+
+    How long a yielded path stays valid (remote volumes, and local ones read through the cache;
+    a path read in place is the volume's own file): until the consumer has moved past the batch
+    that holds it. Iterated by :class:`~uc_jupyter.data.DataLoader`, that is until the training
+    loop asks for the next batch (or the pass ends, or another pass begins), whatever the batch
+    size, ``num_workers`` (0 included), ``prefetch_factor`` and ``collate_fn``, whether the file is
+    kept in the cache or streamed past a full one: the loader tells each stream which of its
+    batches the loop has moved past, and a file still in use is never released. The last batches
+    of a pass stay valid until the next pass begins (or the process ends). Iterated directly, a
+    path is valid until the next item is asked for. torch's own DataLoader does not say which
+    batches the loop holds: files then stay pinned for the last ``pin_window`` handed out while
+    the budget has room, and under budget pressure only until the next item is asked for. The
+    budget must hold the files in use at once. Without workers that is ``batch_size`` files, and
+    a stream that cannot fit the files of its batch still in use plus the next one raises
+    :class:`~uc_jupyter.data.cache.CacheBudgetError` at once. With workers, the batches in flight
+    and what an idle worker still pins count too: ``(2 * prefetch_factor * num_workers + 1) *
+    batch_size + num_workers`` files always sufficed in the tests; with much less than
+    ``(prefetch_factor * num_workers + 1) * batch_size`` the workers can wait on each other until
+    the cache gives up (``CacheBudgetError`` after its ``wait_seconds``).
+
+    Local volumes: the dataset reads the regular files of the volume and never follows a symbolic
+    link inside it. Listings skip symlinks (one warning says how many), a folder reached through
+    one is refused, and each file is checked when it is yielded (a regular file of the listed size,
+    no symlink on its way from the volume's root), so a symlink swapped in after the listing fails
+    with :class:`~uc_jupyter.data.remote.VolumeReadError` instead of being read. Read in place
+    (``cache="auto"``), a yielded path is checked when it is yielded: a consumer that opens it
+    later reads whatever is at that path then. ``cache="always"`` rules that out (the copy in the
+    cache is taken through the checked descriptor), and so does a built-in decoder (it reads
+    through that descriptor).
 
     Example:
         >>> ds = UCVolumeDataset("/Volumes/main/ml/images/circle")  # doctest: +SKIP
@@ -75,7 +119,7 @@ class UCVolumeDataset(PartitionedDataset):
         shuffle: bool = False,
         seed: int = 0,
         cache: CacheMode = "auto",
-        cache_dir: str | os.PathLike[str] | None = None,
+        cache_dir: str | os.PathLike[str] | FileCache | None = None,
         cache_max_bytes: int | None = None,
         min_free_bytes: int | None = None,
         prefetch: int | None = None,
@@ -87,31 +131,47 @@ class UCVolumeDataset(PartitionedDataset):
         catalog: Catalog | None = None,
     ) -> None:
         super().__init__(shuffle=shuffle, seed=seed, on_uneven=on_uneven)
-        if cache not in ("auto", "always", "never"):
-            raise ValueError(f"invalid cache {cache!r}: use 'auto', 'always' or 'never'")
-        if prefetch is not None and (not isinstance(prefetch, int) or prefetch < 1):
-            raise ValueError(f"invalid prefetch {prefetch!r}: give a positive number of files")
-        if pin_window < 1:
-            raise ValueError(f"invalid pin_window {pin_window!r}: give a positive number of files")
+        # Every option checked before the catalog is asked: a bad value is the same error for anyone.
+        recursive = opt.flag("recursive", recursive)
+        opt.globs("include", include, allow_empty=False)
+        opt.globs("exclude", exclude)
+        cache = opt.choice("cache", cache, ("auto", "always", "never"))
+        cache_max_bytes = opt.maybe_whole_number("cache_max_bytes", cache_max_bytes, minimum=1)
+        min_free_bytes = opt.maybe_whole_number("min_free_bytes", min_free_bytes)
+        if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike, FileCache)):
+            raise TypeError(f"invalid cache_dir {cache_dir!r}: give a folder path (a str), a FileCache or None")
+        if isinstance(cache_dir, FileCache) and (cache_max_bytes is not None or min_free_bytes is not None):
+            raise ValueError(
+                "invalid cache_max_bytes/min_free_bytes with cache_dir=FileCache(...): "
+                "they are the FileCache's own; set them there"
+            )
+        prefetch = opt.maybe_whole_number("prefetch", prefetch, minimum=1)
+        self.pin_window = opt.whole_number("pin_window", pin_window, minimum=1)
+        self.transform = opt.function("transform", transform)
+        if label_by is not None:
+            opt.choice("label_by", label_by, ("folder",))
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise TypeError(f"invalid retry {retry!r}: give a RetryPolicy or None")
         resolved = (catalog or get_catalog()).resolve_volume_path(path)
-        self.listing: Listing = list_volume(resolved, recursive=recursive, include=include, exclude=exclude)
+        self._local = st.is_local(resolved.url)
+        # Local volumes: every listing, check and read walks from the volume's root, no symlink followed.
+        self._volume: LocalVolume | None = LocalVolume.of(resolved) if self._local else None
+        self.listing: Listing = list_volume(
+            resolved, recursive=recursive, include=include, exclude=exclude, local=self._volume
+        )
         self._root = resolved.path.rstrip("/")
         self._url = resolved.url
         # Kept so a forked DataLoader worker does not garbage-collect the parent's async client on
         # its own event loop (which prints a "different loop" traceback); never pickled.
         self._parent_fs: fsspec.AbstractFileSystem | None = resolved.fs
         self._storage_options = resolved.storage_options
-        self._local = st.is_local(resolved.url)
         # Local volumes are read where they lie unless "always"; remote ones always go through
         # the cache, which with "never" only streams files through (nothing is kept).
         self.in_place = self._local and cache != "always"
         self._keep = cache != "never"
         self.prefetch = prefetch
-        self.transform = transform
         self.classes: tuple[str, ...] = ()
         if label_by is not None:
-            if label_by != "folder":
-                raise ValueError(f"invalid label_by {label_by!r}: use 'folder' or None")
             # Like an image-folder dataset: files beside the class folders (labels.csv) are skipped.
             self.listing = self.listing.only(lambda f: "/" in f.relative)
             if not self.listing.files:
@@ -121,7 +181,6 @@ class UCVolumeDataset(PartitionedDataset):
             self.classes = tuple(sorted({f.relative.split("/", 1)[0] for f in self.listing.files}))
         self._label_index = {name: i for i, name in enumerate(self.classes)}
         self.retry = retry or RetryPolicy()
-        self.pin_window = pin_window
         self._cache_budget = (cache_max_bytes, min_free_bytes)
         self._cache_dir = cache_dir
         self._cache: FileCache | None = None
@@ -178,8 +237,12 @@ class UCVolumeDataset(PartitionedDataset):
 
     def _file_cache(self) -> FileCache:
         if self._cache is None:
-            max_bytes, min_free_bytes = self._cache_budget
-            self._cache = FileCache(self._cache_dir, max_bytes=max_bytes, min_free_bytes=min_free_bytes)
+            given = self._cache_dir
+            if isinstance(given, FileCache):
+                self._cache = given
+            else:
+                max_bytes, min_free_bytes = self._cache_budget
+                self._cache = FileCache(given, max_bytes=max_bytes, min_free_bytes=min_free_bytes)
         return self._cache
 
     def _deliver(self, path: str, remote: RemoteFile) -> Any:
@@ -189,11 +252,24 @@ class UCVolumeDataset(PartitionedDataset):
         return item
 
     def _read_in_place(self, indices: list[int], counters: _Counters, stream: str) -> Iterator[Any]:
-        files = self.listing.files
+        """Each file checked as it is yielded (see the class docstring); a decoder that can read an
+        open file reads it through the checked descriptor, never by path."""
+        files, root, volume = self.listing.files, self._root, self._volume
+        assert volume is not None, "only local volumes are read in place"
+        transform, count = self.transform, self._count_file
+        through_descriptor = transform is not None and reads_files(transform)
+        check, open_checked = volume.check, volume.open
         for index in indices:
             remote = files[index]
-            item = self._deliver(f"{self._root}/{remote.relative}", remote)
-            self._count_file(counters, stream, remote.size, downloaded=False, resident=True)
+            if through_descriptor:
+                with open(open_checked(remote.relative, remote.size), "rb") as handle:
+                    item = transform(handle)  # type: ignore[misc]  # through_descriptor: it is set
+                if self.classes:
+                    item = item, self._label_index[remote.relative.split("/", 1)[0]]
+            else:
+                check(remote.relative, remote.size)
+                item = self._deliver(f"{root}/{remote.relative}", remote)
+            count(counters, stream, remote.size, downloaded=False, resident=True)
             yield item
         producer.notify(final=True)
 
@@ -210,6 +286,8 @@ class UCVolumeDataset(PartitionedDataset):
             window=self.pin_window,
             prefetch=self.prefetch,
             hold=self.transform is None,  # a transform is done with the path when it returns
+            # Looked up here, as the pass starts (inside the loop's next() without workers).
+            consumer=consumer.of(self),
         )
         plain = self.transform is None and not self.classes  # the item is the path itself
         handed_over, count = fetch.delivered, self._count_file
@@ -234,17 +312,23 @@ class UCVolumeDataset(PartitionedDataset):
         if self._digests is None:  # a dataset made to read in place, read through the cache after all
             self._digests = _digests(self.listing)
         files, digests, root, where = self.listing.files, self._digests, self._root, self.listing.volume_path
+        local = self._volume is not None  # a local file is copied by its position in the listing (LocalDownloads)
         wanted = []
         for index in indices:
             remote = files[index]
             relative = remote.relative
             key = digests[32 * index : 32 * index + 32].hex()
             name = relative[relative.rfind("/") + 1 :]
-            wanted.append(Wanted(key, remote.size, name, f"{root}/{relative}", f"{where}/{relative}"))
+            source = str(index) if local else f"{root}/{relative}"
+            wanted.append(Wanted(key, remote.size, name, source, f"{where}/{relative}"))
         return wanted
 
     def _downloads(self, counters: _Counters) -> Downloads:
-        """The lean S3 reader where the volume's options allow it, else fsspec on pool threads."""
+        """Copies through checked descriptors for local volumes; the lean S3 reader where the
+        volume's options allow it; else fsspec on pool threads."""
+        threads = MAX_PREFETCH if self.prefetch is None else self.prefetch
+        if self._volume is not None:
+            return LocalDownloads(self._volume, self.listing.files, threads=min(threads, 16))
 
         def on_retry() -> None:
             self._count(counters, retries=1)
@@ -253,7 +337,6 @@ class UCVolumeDataset(PartitionedDataset):
         reader = reader_for(self._url, options)
         if reader is not None:
             return ReaderDownloads(reader, self.retry, on_retry=on_retry)
-        threads = MAX_PREFETCH if self.prefetch is None else self.prefetch
         return ThreadDownloads(self._filesystem(), self.retry, on_retry=on_retry, threads=threads)
 
 
