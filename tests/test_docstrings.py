@@ -8,10 +8,23 @@ from types import ModuleType
 import pytest
 
 from uc_jupyter import errors, lazy, processes
-from uc_jupyter.catalog import names, privileges, storage
-from uc_jupyter.data import partition, stream
+from uc_jupyter.catalog import (
+    _rows,
+    delta_files,
+    entry_locks,
+    local,
+    locations,
+    metastore,
+    names,
+    pending,
+    privileges,
+    reserved,
+    secrets,
+    storage,
+)
+from uc_jupyter.data import decode, options, partition, stream
+from uc_jupyter.distributed import board, payload, proctree, protocol
 from uc_jupyter.distributed import errors as rank_errors
-from uc_jupyter.distributed import payload, protocol
 from uc_jupyter.jupyter import args
 from uc_jupyter.telemetry import collector, model, producer, reporter, uplink
 from uc_jupyter.widgets import charts, view
@@ -20,8 +33,10 @@ from uc_jupyter.widgets import charts, view
 @pytest.mark.parametrize(
     "module",
     [
-        *(names, privileges, storage, partition, stream, model, reporter, collector, producer, uplink, lazy),
-        *(processes, errors, rank_errors, payload, protocol, args, charts, view),
+        *(names, privileges, storage, locations, reserved, secrets, entry_locks, _rows, delta_files),
+        *(local, metastore, pending),
+        *(partition, options, decode, stream, model, reporter, collector, producer, uplink, lazy),
+        *(processes, errors, rank_errors, payload, protocol, board, proctree, args, charts, view),
     ],
     ids=lambda m: m.__name__,
 )

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch.utils.data
 
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.processes import free_port
+from uc_jupyter.testing.catalogs import external_location
 from uc_jupyter.testing.s3_server import S3TestServer
 
 FileMaker = Callable[..., dict[str, bytes]]
@@ -88,7 +90,8 @@ def s3_volume(catalog: LocalCatalog, s3: S3TestServer) -> Callable[..., tuple[st
         folder = s3.bucket(bucket) / "data"
         folder.mkdir()
         storage_options = {**s3.storage_options, **options}
-        catalog.create_volume(f"main.ml.{name}", f"s3://{bucket}/data", storage_options=storage_options)
+        external_location(catalog, f"s3://{bucket}", storage_options)
+        catalog.create_volume(f"main.ml.{name}", f"s3://{bucket}/data")
         return f"/Volumes/main/ml/{name}", folder
 
     return make
@@ -103,3 +106,28 @@ def local_volume(catalog: LocalCatalog) -> Callable[..., tuple[str, Path]]:
         return info.path, Path(info.storage_location.removeprefix("file://"))
 
     return make
+
+
+class FakeClock:
+    """Wall-clock time that moves only when told to (or when the cache sleeps)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class WorkerTagged(torch.utils.data.IterableDataset[int]):
+    """Worker ``w`` yields ``counts[w]`` items, each its own number."""
+
+    def __init__(self, counts: list[int]) -> None:
+        self.counts = counts
+
+    def __iter__(self) -> Any:
+        info = torch.utils.data.get_worker_info()
+        worker = 0 if info is None else info.id
+        return iter([worker] * self.counts[worker])
