@@ -236,6 +236,8 @@ def test_a_cache_of_an_older_format_is_emptied_not_misread(tmp_path: Path) -> No
 
 
 def test_a_starving_download_evicts_its_own_groups_unpinned_files(tmp_path: Path) -> None:
+    """Alone in the cache (no other process holds room), a download that finds no room evicts its own
+    group's unpinned files at once: nobody else would make room by waiting."""
     clock = FakeClock()
     cache = FileCache(
         tmp_path, max_bytes=4_000, min_free_bytes=0, headroom=0.25, starve_seconds=1.0, clock=clock, sleep=clock.sleep
@@ -246,11 +248,47 @@ def test_a_starving_download_evicts_its_own_groups_unpinned_files(tmp_path: Path
     assert not in_flight.resident
     waited_from = clock.now
     starving = get(cache, "s1", b"t" * 1000)  # no room until a resident file goes
-    assert clock.now - waited_from >= 1.0
+    assert clock.now - waited_from < 1.0  # not the starve_seconds wait
     assert cache.stats().evictions == 1
     assert cache.stats().used_bytes <= cache.max_bytes
     cache.release(starving)
     cache.release(in_flight)
+
+
+def _hold_a_reservation(root: str, held: Any, done: Any) -> None:
+    """In another process: reserve room for a download and keep it until told to stop."""
+    cache = FileCache(root, max_bytes=4_000, min_free_bytes=0, headroom=0.25)
+    [ticket] = cache.reserve([(FileCache.key("s3://b/elsewhere", 500, "v1"), 500, "elsewhere")], group="other")
+    assert ticket is not None
+    held.set()
+    done.wait(60)
+
+
+def test_a_starving_download_waits_while_another_process_holds_room(tmp_path: Path) -> None:
+    """Another process's download may end and make room (or be waiting on this very file): wait out
+    starve_seconds before evicting this group's own resident files."""
+    clock = FakeClock()
+    cache = FileCache(
+        tmp_path, max_bytes=4_000, min_free_bytes=0, headroom=0.25, starve_seconds=1.0, clock=clock, sleep=clock.sleep
+    )
+    for i in range(2):  # resident: 2000 bytes
+        cache.release(get(cache, f"r{i}", b"r" * 1000))
+    context = multiprocessing.get_context("fork")
+    held, done = context.Event(), context.Event()
+    other = context.Process(target=_hold_a_reservation, args=(str(tmp_path), held, done))
+    other.start()
+    try:
+        assert held.wait(60)
+        in_flight = get(cache, "s0", b"s" * 1000)  # 2000 + 500 elsewhere + 1000 in flight here
+        waited_from = clock.now
+        starving = get(cache, "s1", b"t" * 1000)
+        assert clock.now - waited_from >= 1.0
+        assert cache.stats().evictions == 1
+        cache.release(starving)
+        cache.release(in_flight)
+    finally:
+        done.set()
+        other.join(60)
 
 
 # ----------------------------------------------------------------- across processes

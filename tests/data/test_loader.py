@@ -25,7 +25,7 @@ from uc_jupyter.processes import free_port
 from uc_jupyter.telemetry.mlflow_sink import metric_names
 from uc_jupyter.telemetry.model import Snapshot
 
-from .conftest import WorkerTagged, write_files
+from .conftest import FakeClock, WorkerTagged, write_files
 
 Volume = Callable[..., tuple[str, Path]]
 
@@ -417,6 +417,28 @@ def test_streamed_paths_stay_valid_until_the_loop_moves_past_their_batch(s3_volu
     assert sorted(read) == sorted(files)
     stats = dataset.stats().streams[0]
     assert stats.streamed > 0  # the budget was full: files did stream through
+
+
+def test_later_passes_through_a_budget_of_a_few_files_neither_wait_nor_fail(s3_volume: Volume, tmp_path: Path) -> None:
+    """The same budget of 6 files for 16, over three passes. A later pass found 5 files resident
+    and pinned them ahead of the loop as hits, so the cache could evict none of them for the file the
+    loop needed: the pass waited out the cache's wait_seconds (120 s) and raised CacheBudgetError;
+    the first pass waited out starve_seconds (1 s) for room that nobody else could make. The cache's
+    clock is injected and its wait_seconds are below its starve_seconds: either wait fails at once."""
+    path, folder = s3_volume()
+    files = write_files(folder, 16, size=32 * 1024)
+    clock = FakeClock()
+    cache = FileCache(
+        tmp_path / "cache", max_bytes=6 * 32 * 1024, min_free_bytes=0, wait_seconds=0.5, clock=clock, sleep=clock.sleep
+    )
+    dataset = UCVolumeDataset(path, cache_dir=cache)
+    loader = DataLoader(dataset, batch_size=4, num_workers=0, collate_fn=list, mlflow=False)
+    for _ in range(3):
+        read: list[str] = []
+        for batch in loader:
+            read += read_batch(batch)
+        assert sorted(read) == sorted(files)
+    assert dataset.stats().streams[0].hits > 0  # later passes reused what stayed resident
 
 
 class QuickTime:

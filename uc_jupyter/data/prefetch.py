@@ -190,6 +190,10 @@ class Prefetcher:
         self._unreserved: collections.deque[_Slot] = collections.deque()  # misses to reserve, in order
         self._yielded = 0  # files yielded since the pace last heard
         self._hit_run = 0  # how far ahead the window reaches while it meets only hits
+        # The pass under way (see run): its window, its files, and the position after the window.
+        self._pending: collections.deque[CachedFile | _Slot] = collections.deque()
+        self._wanted: Sequence[Wanted] = ()
+        self._position = 0
         _ensure_open_files(window + 2 * MAX_PREFETCH + 256)
 
     def run(self, wanted: Sequence[Wanted]) -> Generator[CachedFile, None, None]:
@@ -197,6 +201,7 @@ class Prefetcher:
         # Hits wait in the window as their pinned files, misses as slots: a warm epoch is all hits,
         # and per file the stream may cost little more than the pin itself.
         pending: collections.deque[CachedFile | _Slot] = collections.deque()
+        self._pending, self._wanted, self._position = pending, wanted, 0
         self._unreserved.clear()
         self._hit_run = 0
         self.cache.mark_used(self.group)  # a pass over the group's listing: not evicted for another
@@ -211,7 +216,7 @@ class Prefetcher:
                     self._yielded = 0
                     depth = self.pace.depth()
                     try:
-                        position = self._top_up(pending, wanted, position, depth)
+                        position = self._position = self._top_up(pending, wanted, position, depth)
                     except OSError as exc:  # the index could not be written: a full disk, say so
                         full = _disk_full_error(exc, wanted[position].where, self.cache.root)
                         if full is None:
@@ -335,7 +340,7 @@ class Prefetcher:
                     group=self.group,
                     name=slot.wanted.name,
                     keep=self.keep,
-                    relieve=functools.partial(self.held.relieve, slot.wanted.size),
+                    relieve=functools.partial(self._relieve, slot.wanted.size),
                 )
             except OSError as exc:
                 full = _disk_full_error(exc, slot.wanted.where, self.cache.root)
@@ -354,6 +359,34 @@ class Prefetcher:
         if slot.download is not None:
             self.pace.fetched(slot.seconds, waited=waited)
         return slot.got, waited
+
+    def _relieve(self, size: int) -> int:
+        """Make room for the file the consumer needs now: release delivered files it is done with,
+        else the hits pinned ahead in the window (see :meth:`_unpin_ahead`); how many were released."""
+        return self.held.relieve(size) or self._unpin_ahead()
+
+    def _unpin_ahead(self) -> int:
+        """Let go of the hits the window pinned ahead of the consumer: pinned, the cache cannot evict
+        them, and with a budget of a few files they may be all that could make room for the file
+        needed now (every later pass would wait for it and fail). Each becomes a slot again, looked
+        up when the consumer reaches it: a hit then, or a download if it was evicted meanwhile."""
+        pending, first = self._pending, self._position - len(self._pending)
+        released = 0
+        for index, entry in enumerate(pending):
+            if isinstance(entry, CachedFile):
+                self.cache.release(entry)
+                pending[index] = _Slot(self._wanted[first + index])
+                released += 1
+            elif entry.got is not None and entry.future is None:  # found present when it was reserved
+                self.cache.release(entry.got)
+                entry.got = None
+                released += 1
+        if released:
+            self._unreserved = collections.deque(
+                s for s in pending if isinstance(s, _Slot) and s.future is None and s.got is None
+            )
+            self._hit_run = 0  # and do not pin that far ahead again at once
+        return released
 
     def _download_now(self, wanted: Wanted) -> Callable[[str], None]:
         def download(tmp: str) -> None:

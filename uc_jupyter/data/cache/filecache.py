@@ -19,6 +19,7 @@ import sqlite3
 import stat
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -63,7 +64,8 @@ class FileCache:
         wait_seconds: how long a download waits for room (or for another process's download of
             the same file) before CacheBudgetError (or before streaming its own copy).
         starve_seconds: after waiting this long, unpinned resident files of any group are evicted
-            to make room (files in flight elsewhere may be waiting on this one).
+            to make room (files in flight elsewhere may be waiting on this one); at once when no
+            other process holds room in the cache (waiting would free nothing).
         clock, sleep: injected time for tests.
 
     Raises:
@@ -423,6 +425,11 @@ class FileCache:
                 )
             if relieve is not None and relieve():
                 continue  # the caller let go of files it held: try again at once
+            if not starving and not self._index.run(partial(ledger.others_in_flight, pid=os.getpid()), write=False):
+                # Only this process holds the budget, and it let go of all it could: no one else will
+                # make room, so waiting out starve_seconds would only stall the loop.
+                started = now - self.starve_seconds
+                continue
             self.reclaim_dead()
             self._sleep(delay)
             delay = min(delay * 2, 0.5)

@@ -54,6 +54,7 @@ __all__ = [
     "enter",
     "evict",
     "new_reservation",
+    "others_in_flight",
     "rebuild",
     "reclaim",
     "records",
@@ -119,6 +120,12 @@ def create_ledger(conn: sqlite3.Connection) -> bool:
         return False
     conn.execute("INSERT INTO ledger VALUES (1, 0, 0, 0, 0)")
     return True
+
+
+def others_in_flight(conn: sqlite3.Connection, pid: int) -> bool:
+    """Does any process but ``pid`` hold a reservation (a download under way, a file streamed past
+    a full cache and still in use)?"""
+    return conn.execute("SELECT 1 FROM reservations WHERE pid != ? LIMIT 1", (pid,)).fetchone() is not None
 
 
 def totals(conn: sqlite3.Connection) -> tuple[int, int]:
