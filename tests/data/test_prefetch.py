@@ -16,7 +16,9 @@ from fsspec.implementations.local import LocalFileSystem
 
 from uc_jupyter.data import DataLoader, UCVolumeDataset, decode_bytes
 from uc_jupyter.data.cache import FileCache
-from uc_jupyter.data.prefetch import Held, Prefetcher, ThreadDownloads, Wanted
+from uc_jupyter.data.downloads import ThreadDownloads, Wanted
+from uc_jupyter.data.held import Held
+from uc_jupyter.data.prefetch import Prefetcher
 from uc_jupyter.data.remote import RetryPolicy, VolumeReadError
 from uc_jupyter.data.s3_reader import S3Reader, reader_for
 from uc_jupyter.testing.s3_server import S3TestServer

@@ -1,6 +1,6 @@
 """Copies of a local volume's files into the cache (``cache="always"``), read through a checked descriptor.
 
-A :class:`~uc_jupyter.data.prefetch.Downloads` for ``file://`` volumes. Each source is a file's
+A :class:`~uc_jupyter.data.downloads.Downloads` for ``file://`` volumes. Each source is a file's
 position in the dataset's listing (as a str), so its path and listed size come from the listing; it
 is opened with :meth:`LocalVolume.open <uc_jupyter.data.local_volume.LocalVolume.open>` (an
 ``openat`` walk from the volume's root, no symlink followed, a regular file of the listed size

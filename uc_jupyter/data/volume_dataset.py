@@ -32,10 +32,11 @@ from uc_jupyter.data import consumer
 from uc_jupyter.data import options as opt
 from uc_jupyter.data.cache import CachedFile, FileCache
 from uc_jupyter.data.decode import reads_files
+from uc_jupyter.data.downloads import MAX_PREFETCH, Downloads, ReaderDownloads, ThreadDownloads, Wanted
 from uc_jupyter.data.local_downloads import LocalDownloads
 from uc_jupyter.data.local_volume import LocalVolume
 from uc_jupyter.data.partition import OnUneven
-from uc_jupyter.data.prefetch import MAX_PREFETCH, Downloads, Prefetcher, ReaderDownloads, ThreadDownloads, Wanted
+from uc_jupyter.data.prefetch import Prefetcher
 from uc_jupyter.data.remote import Listing, RemoteFile, RetryPolicy, list_volume
 from uc_jupyter.data.s3_reader import reader_for
 from uc_jupyter.data.stats import DatasetStats
