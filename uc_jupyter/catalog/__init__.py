@@ -273,7 +273,7 @@ class Catalog(Protocol):
         mode: WriteMode = "error",
         *,
         storage_location: str | None = None,
-        storage_options: dict[str, str] | None = None,
+        storage_options: dict[str, Any] | None = None,
         comment: str | None = None,
     ) -> TableInfo: ...
     def create_principal(self, name: str, kind: Literal["user", "service_principal"] = "user") -> PrincipalInfo: ...

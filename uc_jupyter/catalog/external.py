@@ -292,8 +292,10 @@ class ExternalStorage(Metastore):
         """What opens a table's or volume's storage: its location's credential, then its own options."""
         options: dict[str, Any] = {}
         if not row["managed"] and row["storage_location"]:
+            # Both were resolved when they were stored: a lexical comparison picks the credential, with
+            # no realpath per location on every read (the checks at creation used the disk).
             for location in conn.execute("SELECT * FROM external_locations"):
-                if _contains(location["url"], row["storage_location"]):
+                if _stored_contains(location["url"], row["storage_location"]):
                     options.update(self._location_options(location))
                     break
         options.update(self._secrets.get("securable", row["key"]))
@@ -384,6 +386,15 @@ def _contains(outer: str, inner: str) -> bool:
     """Containment of a stored location in another, both resolved the way they are stored now (a
     location stored by an older version may be spelled differently: compare resolved forms)."""
     return location_contains(_resolved(outer), _resolved(inner))
+
+
+def _stored_contains(outer: str, inner: str) -> bool:
+    """Containment of two stored locations, compared as they are stored (a spelling too old to
+    parse contains nothing)."""
+    try:
+        return location_contains(outer, inner)
+    except ValueError:
+        return False
 
 
 def _overlaps(a: str, b: str) -> bool:
