@@ -36,8 +36,15 @@ def catalog(isolated_home: Path) -> LocalCatalog:
 
 
 @pytest.fixture(scope="session")
-def spark_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
-    home = str(tmp_path_factory.mktemp("spark_home"))
+def spark_home(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("spark_home"))
+
+
+@pytest.fixture(scope="session")
+def spark_server(spark_home: str) -> Iterator[LocalServer]:
+    """The session's server. Like any local server it stops itself 30 minutes after its last use, so
+    a killed test run leaves no JVM behind; ``spark_remote`` counts as a use and restarts it if needed."""
+    home = spark_home
     previous = os.environ.get("UC_JUPYTER_HOME")
     os.environ["UC_JUPYTER_HOME"] = home
     try:
@@ -60,7 +67,29 @@ def _restore(previous: str | None) -> None:
 
 
 @pytest.fixture
-def spark_remote(spark_server: LocalServer, monkeypatch: pytest.MonkeyPatch) -> str:
+def spark_remote(spark_server: LocalServer, spark_home: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """Point UC_JUPYTER_SPARK_REMOTE at the session's server (the remote code path)."""
-    monkeypatch.setenv("UC_JUPYTER_SPARK_REMOTE", spark_server.url)
-    return spark_server.url
+    previous = os.environ.get("UC_JUPYTER_HOME")
+    os.environ["UC_JUPYTER_HOME"] = spark_home
+    try:
+        url = local_server(progress=lambda _line: None).url  # a use: the idle clock starts again
+    finally:
+        _restore(previous)
+    monkeypatch.setenv("UC_JUPYTER_SPARK_REMOTE", url)
+    return url
+
+
+@pytest.fixture
+def busy_machine() -> Iterator[None]:
+    """Two processes spinning beside the test, one per core of a 2-core CI machine: the load under
+    which threads that forward data (queue feeders, channel readers) run late."""
+    import subprocess
+    import sys
+
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()

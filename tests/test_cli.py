@@ -108,6 +108,17 @@ def test_catalog_and_schema_create_list_drop(ok: Callable[..., list[str]], cli: 
     assert ok("catalog", "list", "catalogs") == []
 
 
+def test_catalog_list_without_a_kind_lists_the_catalogs(
+    ok: Callable[..., list[str]], ok_json: Callable[..., Any]
+) -> None:
+    assert ok("catalog", "list") == []
+    ok("catalog", "create", "catalog", "main", "--comment", "team data")
+    ok("catalog", "create", "catalog", "scratch")
+    assert ok("catalog", "list") == ok("catalog", "list", "catalogs") == ["main\tadmin\tteam data", "scratch\tadmin\t"]
+    assert [c["name"] for c in ok_json("catalog", "list")] == ["main", "scratch"]
+    assert [c["name"] for c in ok_json("catalog", "list", "--json")] == ["main", "scratch"]
+
+
 def test_json_documents_for_lists_and_changes(ok_json: Callable[..., Any]) -> None:
     created = ok_json("catalog", "create", "catalog", "main", "--comment", "c")
     assert created["action"] == "created"
@@ -376,6 +387,9 @@ def test_usage_errors_exit_2(home: Path, cli: Callable[..., Result]) -> None:
         code, out, err = cli(*args)
         assert (code, out) == (2, ""), args
         assert "usage: uc-jupyter" in err
+    code, _, err = cli("spark", "start", "--idle-timeout", "soon")
+    assert code == 2
+    assert "argument --idle-timeout: 'soon': give seconds or a number with s, m or h (e.g. 30m), or never" in err
     assert cli("--help")[0] == 0
 
 
@@ -408,6 +422,12 @@ def test_help_does_not_import_heavy_libraries(home: Path) -> None:
             check=False,
         )
         assert (listed.returncode, listed.stdout, listed.stderr) == (0, "", "")
+
+
+def test_spark_status_and_stop_without_a_server(ok: Callable[..., list[str]], ok_json: Callable[..., Any]) -> None:
+    assert ok("spark", "status") == ["no local Spark Connect server"]
+    assert ok_json("spark", "status") == {"running": False}
+    assert ok("spark", "stop") == ["no local Spark Connect server"]
 
 
 def test_global_options_parse_before_and_after_the_subcommand() -> None:

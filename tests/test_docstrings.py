@@ -7,7 +7,7 @@ from types import ModuleType
 
 import pytest
 
-from uc_jupyter import errors, lazy, processes
+from uc_jupyter import errors, lazy, processes, progress
 from uc_jupyter.catalog import (
     _rows,
     delta_files,
@@ -26,7 +26,9 @@ from uc_jupyter.data import decode, options, partition, stream
 from uc_jupyter.distributed import board, payload, proctree, protocol
 from uc_jupyter.distributed import errors as rank_errors
 from uc_jupyter.jupyter import args
+from uc_jupyter.tables import spark_server, spark_watchdog
 from uc_jupyter.telemetry import collector, model, producer, reporter, uplink
+from uc_jupyter.testing import kernels
 from uc_jupyter.widgets import charts, view
 
 
@@ -37,6 +39,7 @@ from uc_jupyter.widgets import charts, view
         *(local, metastore, pending),
         *(partition, options, decode, stream, model, reporter, collector, producer, uplink, lazy),
         *(processes, errors, rank_errors, payload, protocol, board, proctree, args, charts, view),
+        *(progress, spark_server, spark_watchdog, kernels),
     ],
     ids=lambda m: m.__name__,
 )

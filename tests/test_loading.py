@@ -11,6 +11,7 @@ import pytest
 
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.data import DataLoader, UCTableDataset, UCVolumeDataset
+from uc_jupyter.data.decode import DecodeError
 from uc_jupyter.loading import load
 
 VOLUME = "/Volumes/main/ml/docs"
@@ -60,6 +61,11 @@ def test_a_table_loads_as_a_torch_dataset_with_one_str_as_one_column(sources: Lo
         (VOLUME, {"cache_dir": 5}, TypeError, "invalid cache_dir 5"),
         (VOLUME, {"decode": ""}, ValueError, "--decode must be one of image, text, bytes, none; got ''"),
         (VOLUME, {"to": ""}, ValueError, "--to for volumes must be one of loader, dataset, paths; got ''"),
+        (VOLUME, {"labels": "folders"}, ValueError, "invalid labels 'folders'"),
+        (VOLUME, {"include": []}, ValueError, "invalid include []: it would match nothing"),
+        (VOLUME, {"exclude": 3}, TypeError, "invalid exclude 3: give a glob pattern (a str) or a list of them"),
+        (TABLE, {"include": "*.png"}, ValueError, "--include applies to /Volumes paths only, not to main.ml.t"),
+        (TABLE, {"labels": "folder"}, ValueError, "--labels applies to /Volumes paths only"),
         (TABLE, {"to": "torch", "batch_size": 0}, ValueError, "invalid batch_size 0"),
         (TABLE, {"to": "torch", "columns": []}, ValueError, "invalid columns []"),
         (TABLE, {"columns": []}, ValueError, "invalid columns []"),
@@ -82,3 +88,48 @@ def test_bad_values_are_one_line_errors_before_anything_is_read(
     with pytest.raises(error, match=re.escape(message)) as caught:
         load(source, **options)
     assert "\n" not in str(caught.value)
+
+
+# ------------------------------------------------------------------ the demo's image folder
+IMAGES = "/Volumes/main/ml/images"
+
+
+@pytest.fixture
+def demo(isolated_home: Path) -> None:
+    """The demo catalog, small: three class folders of 4 images (32x32 RGB PNGs) and labels.csv."""
+    from uc_jupyter.demo import init_demo
+
+    init_demo(rows=30, images_per_class=4)
+
+
+@pytest.mark.usefixtures("demo")
+def test_labels_folder_gives_image_and_label_batches_and_reads_sub_folders_itself() -> None:
+    loader = load(IMAGES, decode="image", labels="folder", batch_size=5, shuffle=True)
+    assert loader.dataset.classes == ("circle", "square", "triangle")
+    batches = list(loader)
+    x, y = batches[0]
+    assert tuple(x.shape) == (5, 3, 32, 32) and tuple(y.shape) == (5,)
+    assert sorted(int(label) for _, labels in batches for label in labels) == [0] * 4 + [1] * 4 + [2] * 4
+    assert loader.stats().skipped == 1  # labels.csv
+    both = load(IMAGES, decode="image", labels="folder", recursive=True, to="dataset")  # the README's form
+    assert len(both) == 12 and both.skipped == 1
+
+
+@pytest.mark.usefixtures("demo")
+def test_decode_image_reads_images_only_and_says_when_recursive_is_missing() -> None:
+    dataset = load(IMAGES, recursive=True, decode="image", to="dataset")
+    assert len(dataset) == 12 and dataset.skipped == 1
+    assert all(tuple(image.shape) == (3, 32, 32) for image in dataset)
+    with pytest.raises(ValueError, match=re.escape(f"{IMAGES} holds no image files at its top, only in sub-folders")):
+        load(IMAGES, decode="image")
+    assert [Path(p).name for p in load(IMAGES, to="paths")] == ["labels.csv"]  # no decoder: every file
+
+
+@pytest.mark.usefixtures("demo")
+def test_include_and_exclude_pick_the_files() -> None:
+    circles = load(IMAGES, recursive=True, include="circle/*", exclude=["*_00000.png"], to="paths")
+    assert [Path(p).name for p in circles] == [f"circle_{i:05d}.png" for i in (1, 2, 3)]
+    pairs = load(IMAGES, labels="folder", include=["square/*", "triangle/*"], to="paths")
+    assert [label for _, label in pairs] == [0] * 4 + [1] * 4  # classes: the folders still read
+    with pytest.raises(DecodeError, match=re.escape(f"{IMAGES}/labels.csv: decode_image could not decode it")):
+        list(load(IMAGES, include="*.csv", decode="image", to="dataset"))  # include= overrides the image filter

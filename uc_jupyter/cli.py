@@ -163,7 +163,11 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler)
         return sub
 
-    listing = group(catalog, "list", "list catalog objects, one per line", "kind")
+    # `catalog list` alone lists the catalogs, the first thing people look for.
+    list_help = "list catalog objects, one per line (the catalogs when no KIND is given)"
+    list_parser = catalog.add_parser("list", help=list_help, description=list_help, parents=[common])
+    listing = list_parser.add_subparsers(dest="kind", required=False, metavar="KIND")
+    list_parser.set_defaults(handler=_catalog_list, kind="catalogs")  # after the subparsers: it sets their default
     for kind, metavar in _LIST_ARGUMENT.items():
         sub = leaf(listing, kind, f"list {kind}", _catalog_list)
         if metavar:
@@ -236,11 +240,29 @@ def build_parser() -> argparse.ArgumentParser:
     spark = group(commands, "spark", "the local Spark Connect server", "action")
     for action, text in (
         ("start", "start the local server (or show the running one)"),
-        ("status", "show the local server, if one runs"),
+        ("status", "show the local server, if one runs: pid, port, clients, idle time, when it stops"),
         ("stop", "stop the local server"),
     ):
-        leaf(spark, action, text, _spark)
+        sub = leaf(spark, action, text, _spark)
+        if action == "start":
+            sub.add_argument(
+                "--idle-timeout",
+                type=_duration,
+                default=argparse.SUPPRESS,
+                metavar="DURATION",
+                help="stop the server after this long without clients: 90s, 30m, 2h or never "
+                "(default: $UC_JUPYTER_SPARK_IDLE_TIMEOUT, else 30m)",
+            )
     return parser
+
+
+def _duration(text: str) -> float | None:
+    from uc_jupyter.tables.spark_server import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("invalid idle timeout ")) from None
 
 
 def _add_global_options(parser: argparse.ArgumentParser, *, json_default: Any, as_default: Any) -> None:
@@ -342,18 +364,25 @@ def _catalog_grant(cat: Catalog, args: argparse.Namespace) -> Report:
 
 
 def _spark(cat: Catalog, args: argparse.Namespace) -> Report:
-    from uc_jupyter.processes import alive
-    from uc_jupyter.tables.spark import local_server, running_server, stop_local_server
+    from uc_jupyter.progress import auto_output
+    from uc_jupyter.tables.spark import local_server, server_status, stop_local_server
 
     if args.action == "stop":
         stopped = stop_local_server()
         return Report([f"{'stopped' if stopped else 'no'} local Spark Connect server"], {"stopped": stopped})
-    server = local_server(progress=lambda line: print(line, file=sys.stderr)) if args.action == "start" else None
-    server = server or running_server()
-    if server is None:
+    if args.action == "start":
+        asked = getattr(args, "idle_timeout", "env")
+        server = local_server(progress=auto_output(sys.stderr), idle_timeout_s=asked)
+        if asked != "env" and server.idle_timeout_s != asked:
+            print(
+                f"{PROG}: the server was already running and keeps its idle timeout; "
+                "run uc-jupyter spark stop first to start it with another",
+                file=sys.stderr,
+            )
+    status = server_status()
+    if status is None:
         return Report(["no local Spark Connect server"], {"running": False})
-    document = {"running": alive(server.pid), "url": server.url, "pid": server.pid, "log_dir": server.log_dir}
-    return Report([f"{server.url}\tpid {server.pid}\tlog {server.log_dir}"], document)
+    return Report(status.lines(), status.document())
 
 
 def _demo_init(cat: Catalog, args: argparse.Namespace) -> Report:

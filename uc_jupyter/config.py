@@ -4,6 +4,10 @@
   (default ``~/.uc_jupyter``).
 - ``UC_JUPYTER_PRINCIPAL``: who the caller is (default: the OS user).
 - ``UC_JUPYTER_SPARK_REMOTE``: an ``sc://host:port`` Spark Connect URL (default: a local server).
+- ``UC_JUPYTER_SPARK_IDLE_TIMEOUT``: how long the local Spark Connect server stays up with no client
+  (default 30 minutes; read by :mod:`uc_jupyter.tables.spark_server`).
+- ``UC_JUPYTER_VERBOSE``: ``1`` shows uc_jupyter's own frames in rank errors (read by
+  :mod:`uc_jupyter.distributed.errors`).
 
 Example:
     >>> import os

@@ -257,8 +257,8 @@ def _tables_at_scale(cat: Catalog, say: Any) -> None:
     batches = list(loader)
     say(
         f"UCTableDataset {TABLE} (Delta version {rows.version}): {sum(len(b['label']) for b in batches)} rows "
-        f"in {len(batches)} batches of tensors from 2 workers; the local Spark server keeps running for "
-        "later kernels (uc-jupyter spark stop)"
+        f"in {len(batches)} batches of tensors from 2 workers; the local Spark server stays for "
+        "later kernels and stops itself when idle (uc-jupyter spark status)"
     )
 
 

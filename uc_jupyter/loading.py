@@ -10,8 +10,19 @@ streaming the Delta files); ``columns``, ``where``, ``limit`` and ``version`` na
 
 Volumes (``to=``): ``"loader"`` (a ``DataLoader``, the default), ``"dataset"`` (a ``UCVolumeDataset``)
 or ``"paths"`` (the local paths of every file, cached); ``decode`` turns each file into a tensor,
-text or bytes; ``batch_size``, ``num_workers``, ``prefetch_factor`` shape the loader; ``shuffle``,
-``seed``, ``recursive``, ``cache_dir`` the dataset.
+text or bytes; ``labels="folder"`` pairs each item with its class folder's number (``dataset.classes``
+names them, as :func:`~uc_jupyter.data.labelled_folder` does); ``batch_size``, ``num_workers``,
+``prefetch_factor`` shape the loader; ``shuffle``, ``seed``, ``recursive``, ``include``, ``exclude``,
+``cache_dir`` the dataset.
+
+Which files a volume source reads: the folder's own files, or every file below it with ``recursive``
+(``labels="folder"`` implies it). A folder whose files all lie in sub-folders, read without
+``recursive``, is an error that says to add it, never a loader of nothing. ``decode="image"`` reads
+image files only (by extension); ``include``/``exclude`` globs narrow the files further, and with
+``include`` given exactly its matches are read (and decoded). What is left out is counted:
+``dataset.skipped``, ``loader.stats().skipped``. The demo's images are all 32x32 RGB, so the default
+collate stacks them; images of different sizes need a ``collate_fn`` of your own (or a resize in a
+transform), as with any torch dataset.
 
 Every option is checked as :mod:`uc_jupyter.data.options` says, before anything is read: flags are
 ``True``/``False``, counts whole numbers (``batch_size=0`` is refused, not replaced by a default),
@@ -42,7 +53,8 @@ DECODERS = ("image", "text", "bytes", "none")
 
 # Which keywords make sense for which kind of source (the magic's options, by keyword).
 _TABLE_ONLY = ("columns", "where", "limit", "version")
-_VOLUME_ONLY = ("decode", "num_workers", "prefetch_factor", "recursive", "cache_dir")
+_VOLUME_ONLY = ("decode", "num_workers", "prefetch_factor", "recursive", "include", "exclude", "labels", "cache_dir")
+LABELS = ("folder",)
 DEFAULT_BATCH_SIZE = 32
 
 
@@ -72,6 +84,9 @@ def load(
     shuffle: bool = False,
     seed: int = 0,
     recursive: bool = False,
+    include: str | Sequence[str] | None = None,
+    exclude: str | Sequence[str] | None = None,
+    labels: str | None = None,
     cache_dir: str | None = None,
     monitor: bool = False,
     default_catalog: str = "main",
@@ -79,8 +94,46 @@ def load(
 ) -> Any:
     """Load ``source`` as ``to``; see the module documentation for the choices.
 
+    ``%uc_load``'s help is made from this docstring's sections (each option's line from "Args:",
+    the examples from "Notebook:") and the signature's defaults.
+
+    Args:
+        source: a table (catalog.schema.table, or schema.table in the default catalog) or a
+            /Volumes/catalog/schema/volume/folder path.
+        to: what to return: spark, pandas, numpy, arrow, hf or torch for tables; loader, dataset
+            or paths for volumes (default: spark for tables, loader for volumes).
+        columns: the table columns to read, by name (default: every column).
+        where: a SQL filter on the table's rows, e.g. "label = 1" (default: every row).
+        limit: read at most this many rows (default: no limit).
+        version: the table version to read (default: the newest).
+        decode: turn each volume file into an image tensor, text or bytes: image, text, bytes or
+            none (default: none, the local path).
+        batch_size: items per batch of a loader, rows per batch of --to torch (default: 32 for
+            loaders, 1024 for --to torch).
+        num_workers: DataLoader worker processes (default: the DataLoader's).
+        prefetch_factor: batches each worker loads ahead (default: the DataLoader's).
+        shuffle: a new order every epoch, the same on every rank.
+        seed: the seed of the shuffled order.
+        recursive: read the files of sub-folders too; --labels folder implies it.
+        include: read only files whose path below the folder matches these globs, e.g. "*.png"
+            (comma-separated in %uc_load); with --decode image it replaces the image-file filter
+            (default: every file; image files for --decode image).
+        exclude: leave out files whose path below the folder matches these globs (default: none).
+        labels: folder: yield (item, label) pairs numbering the class sub-folders in sorted order;
+            dataset.classes names them (default: no labels).
+        cache_dir: the shared local cache's folder (default: the cache under UC_JUPYTER_HOME).
+        monitor: show the live dashboard while a loader's pass runs.
+        default_catalog: the catalog of two-part names (schema.table).
+        catalog: the catalog to read through (default: get_catalog()).
+
+    Notebook:
+        loader = %uc_load /Volumes/main/ml/images --labels folder --decode image --batch-size 64 --shuffle
+        df = %uc_load main.ml.iris --to pandas --columns sepal_length,species --where "label = 1"
+        ds = %uc_load /Volumes/main/ml/images/circle --to dataset --include "*.png" --exclude "*_0000*"
+
     Example:
         >>> load("main.ml.iris", to="numpy", columns=["sepal_length"], where="label = 1")  # doctest: +SKIP
+        >>> x, y = next(iter(load("/Volumes/main/ml/images", decode="image", labels="folder")))  # doctest: +SKIP
     """
     kind = source_kind(source)
     columns = opt.column_names("columns", columns)
@@ -94,6 +147,10 @@ def load(
     shuffle = opt.flag("shuffle", shuffle)
     seed = opt.whole_number("seed", seed)
     recursive = opt.flag("recursive", recursive)
+    includes = opt.globs("include", include, allow_empty=False) or None
+    excludes = opt.globs("exclude", exclude) or None
+    if labels is not None:
+        labels = opt.choice("labels", labels, LABELS)
     monitor = opt.flag("monitor", monitor)
     if cache_dir is not None and not isinstance(cache_dir, str):
         raise TypeError(f"invalid cache_dir {cache_dir!r}: give a folder path (a str) or None")
@@ -106,6 +163,9 @@ def load(
         "num_workers": num_workers,
         "prefetch_factor": prefetch_factor,
         "recursive": recursive or None,
+        "include": includes,
+        "exclude": excludes,
+        "labels": labels,
         "cache_dir": cache_dir,
     }
     wrong = _TABLE_ONLY if kind == "volume" else _VOLUME_ONLY
@@ -115,19 +175,23 @@ def load(
             raise ValueError(f"{_option(keyword)} applies to {what} only, not to {source}")
     cat = catalog or get_catalog()
     if kind == "table":
-        return _load_table(
-            _table_name(source, default_catalog),
-            to="spark" if to is None else to,
-            columns=columns,
-            where=where,
-            limit=limit,
-            version=version,
-            batch_size=batch_size,
-            shuffle=shuffle,
-            seed=seed,
-            monitor=monitor,
-            catalog=cat,
-        )
+        from uc_jupyter.progress import waiting
+
+        # Seconds on first use (a Spark server and its Python workers start): a progress line after 1 s.
+        with waiting(f"loading {source}"):
+            return _load_table(
+                _table_name(source, default_catalog),
+                to="spark" if to is None else to,
+                columns=columns,
+                where=where,
+                limit=limit,
+                version=version,
+                batch_size=batch_size,
+                shuffle=shuffle,
+                seed=seed,
+                monitor=monitor,
+                catalog=cat,
+            )
     return _load_volume(
         source,
         to="loader" if to is None else to,
@@ -138,6 +202,9 @@ def load(
         shuffle=shuffle,
         seed=seed,
         recursive=recursive,
+        include=includes,
+        exclude=excludes,
+        labels=labels,
         cache_dir=cache_dir,
         monitor=monitor,
         catalog=cat,
@@ -225,6 +292,9 @@ def _load_volume(
     shuffle: bool,
     seed: int,
     recursive: bool,
+    include: tuple[str, ...] | None,
+    exclude: tuple[str, ...] | None,
+    labels: str | None,
     cache_dir: str | None,
     monitor: bool,
     catalog: Catalog,
@@ -238,13 +308,17 @@ def _load_volume(
                 raise ValueError(f"{_option(keyword)} applies to --to loader, not to --to {to}")
     if to == "paths" and decode != "none":
         raise ValueError("--decode does not apply to --to paths (paths are what is not decoded)")
-    from uc_jupyter.data import DataLoader, UCVolumeDataset, decode_bytes, decode_image, decode_text, map_paths
+    from uc_jupyter.data import DataLoader, UCVolumeDataset, decode_bytes, decode_image, decode_text, labelled_folder
 
-    dataset = UCVolumeDataset(
-        path, recursive=recursive, shuffle=shuffle, seed=seed, cache_dir=cache_dir, catalog=catalog
-    )
-    if decode != "none":
-        dataset = map_paths(dataset, {"image": decode_image, "text": decode_text, "bytes": decode_bytes}[decode])
+    decoder = {"image": decode_image, "text": decode_text, "bytes": decode_bytes, "none": None}[decode]
+    # The decoder goes in with the listing: decode="image" lists image files only, and a folder of
+    # class folders read without recursive says so there.
+    common: dict[str, Any] = {"include": include, "exclude": exclude, "shuffle": shuffle, "seed": seed}
+    common.update(cache_dir=cache_dir, catalog=catalog)
+    if labels == "folder":  # one shape for labelled folders: labelled_folder's (it reads sub-folders)
+        dataset = labelled_folder(path, decode=decoder, **common)
+    else:
+        dataset = UCVolumeDataset(path, recursive=recursive, transform=decoder, **common)
     if to == "paths":
         return list(dataset)
     if to == "dataset":

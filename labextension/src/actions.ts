@@ -1,6 +1,7 @@
 /**
- * The catalog's context actions: "Insert %uc_load" puts `%uc_load <name or path>` into the active
- * cell of the current notebook (at the cursor; on a new line when the cursor's line has content),
+ * The catalog's context actions: "Insert %uc_load" puts the server's line for the object
+ * (`df = %uc_load main.ml.iris --to pandas`, `loader = %uc_load /Volumes/... --decode image ...`) into
+ * the active cell of the current notebook (at the cursor; on a new line when the cursor's line has content),
  * "Copy name" copies the full name or path, "Refresh catalog" reloads the tree. Each is a command
  * (in the tree's context menu and the command palette) that takes an optional `id` argument, the
  * `data-uc-id` of a tree row; without it, the row right-clicked or else the selected row.
@@ -10,9 +11,10 @@ import { Clipboard, ICommandPalette, Notification } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
 import { copyIcon, refreshIcon } from '@jupyterlab/ui-components';
 
-import { copyText, ITreeNode, loadTarget } from './catalogModel';
+import { errorMessage, IUcApi } from './api';
+import { copyText, ITreeNode, loadTarget } from './catalogNodes';
 import { CatalogBrowser, ITEM_CLASS } from './catalogView';
-import { insertionEdit, loadLine } from './loadLine';
+import { insertionEdit, lineFor } from './loadLine';
 
 export const CommandIDs = {
   insertLoad: 'uc-jupyter:insert-uc-load',
@@ -57,7 +59,8 @@ export function addCatalogActions(
   app: JupyterFrontEnd,
   browser: CatalogBrowser,
   tracker: INotebookTracker,
-  palette: ICommandPalette | null
+  palette: ICommandPalette | null,
+  api: Pick<IUcApi, 'loadLine'>
 ): void {
   const { commands } = app;
   const model = browser.model;
@@ -77,14 +80,21 @@ export function addCatalogActions(
       const node = target(args);
       return node !== null && loadTarget(node) !== null && tracker.currentWidget !== null;
     },
-    execute: args => {
+    execute: async args => {
       const node = target(args);
       const source = node ? loadTarget(node) : null;
       if (source === null) {
         Notification.warning('Select a table, volume, folder or file in the catalog first.', { autoClose: 5000 });
         return;
       }
-      if (!insertIntoNotebook(app, tracker, loadLine(source))) {
+      let line: string;
+      try {
+        line = await lineFor(api, source);
+      } catch (error) {
+        Notification.error(`Cannot write a %uc_load line for ${source}: ${errorMessage(error)}`, { autoClose: 8000 });
+        return;
+      }
+      if (!insertIntoNotebook(app, tracker, line)) {
         Notification.warning('Open a notebook first: %uc_load goes into its active cell.', { autoClose: 5000 });
       }
     }

@@ -47,11 +47,23 @@ export interface IVolumeEntry {
   size?: number | null;
 }
 
-/** `volume?path=/Volumes/C/S/V/dir`. */
+/** `volume?path=/Volumes/C/S/V/dir&limit=200&after=<next>`: one page of a folder, folders first, then by name. */
 export interface IVolumeListing {
   path: string;
   entries: IVolumeEntry[];
-  truncated?: boolean;
+  /** How many entries the folder has in all. */
+  total?: number;
+  /** The `after` of the following page; null on the last page. */
+  next?: string | null;
+}
+
+/** How many entries the sidebar asks for per page of a folder (`volume?...&limit=`). */
+export const PAGE_SIZE = 200;
+
+/** `load-line?source=main.ml.iris`: the line "Insert %uc_load" writes (made by the server, one place). */
+export interface ILoadLine {
+  source: string;
+  line: string;
 }
 
 export interface IRankInfo {
@@ -81,7 +93,9 @@ export interface IUcApi {
   schemas(catalog: string): Promise<IContainerItem[]>;
   objects(schema: string): Promise<IObjects>;
   table(name: string, rows?: number): Promise<ITableInfo>;
-  volume(path: string): Promise<IVolumeListing>;
+  /** One page of a folder: the first, or the one after the token `after`. */
+  volume(path: string, after?: string | null): Promise<IVolumeListing>;
+  loadLine(source: string): Promise<ILoadLine>;
   pools(): Promise<IPoolInfo[]>;
 }
 

@@ -2,139 +2,37 @@
  * The catalog tree: catalogs > schemas > tables and volumes > columns, folders and files.
  *
  * Children are fetched when a node is first expanded (lazy), kept until `refresh()`, which reloads
- * the catalogs and re-expands what was open. `rows()` flattens what is open into the rows a view
- * draws, filtered by the search text. Failures are kept as messages on the node whose children
- * failed (or on the model, for the catalogs) so the view shows them. No DOM, no JupyterLab.
+ * the catalogs and re-expands what was open (folders with as many entries as they showed). A
+ * folder's entries come one page of `PAGE_SIZE` at a time; `more()` appends the next page. `rows()`
+ * flattens what is open into the rows a view draws, filtered by the search text, and ends a folder
+ * that has more entries with a "Show more" row. Failures are kept as messages on the node whose
+ * children failed (or on the model, for the catalogs) so the view shows them. No DOM, no JupyterLab.
  */
-import { errorMessage, IUcApi } from './api';
+import { errorMessage, IUcApi, IVolumeListing, PAGE_SIZE } from './api';
+import { formatCount, formatSize, isExpandable, ITreeNode, makeNode, volumePath } from './catalogNodes';
 
-export type NodeKind =
-  | 'catalog'
-  | 'schema'
-  | 'table'
-  | 'volume'
-  | 'column'
-  | 'directory'
-  | 'file';
-
-export interface ITreeNode {
-  /** Unique in the tree: `<kind>:<full name or path>` (columns: `column:<table>#<column>`). */
-  readonly id: string;
-  readonly kind: NodeKind;
-  readonly name: string;
-  /** `catalog.schema.table` for catalogs, schemas, tables and volumes; the column's table. */
-  readonly fullName: string | null;
-  /** `/Volumes/c/s/v/...` for volumes, folders and files. */
-  readonly path: string | null;
-  readonly comment: string;
-  /** False when the principal may not read the object (shown dimmed). */
-  readonly readable: boolean;
-  /** A short note drawn after the name: a column's type, a file's size. */
-  readonly detail: string;
-  readonly parent: ITreeNode | null;
-  readonly depth: number;
-  /** Null until loaded. */
-  children: ITreeNode[] | null;
-  expanded: boolean;
-  loading: boolean;
-  /** Why the children could not be loaded (the server's message). */
-  error: string | null;
-  /** The server listed only part of a folder. */
-  truncated: boolean;
-}
+export type { ITreeNode, NodeKind } from './catalogNodes';
+export {
+  copyText,
+  formatCount,
+  formatSize,
+  isExpandable,
+  loadTarget,
+  splitName,
+  tooltip,
+  volumePath
+} from './catalogNodes';
 
 /** A row of the flattened tree: a node, or a message under the node it belongs to. */
 export type Row =
   | { type: 'node'; node: ITreeNode; depth: number; expanded: boolean }
   | {
       type: 'message';
-      kind: 'loading' | 'error' | 'empty' | 'truncated';
+      kind: 'loading' | 'error' | 'empty' | 'more';
       text: string;
       depth: number;
       owner: ITreeNode | null;
     };
-
-const EXPANDABLE: ReadonlySet<NodeKind> = new Set([
-  'catalog',
-  'schema',
-  'table',
-  'volume',
-  'directory'
-]);
-
-export function isExpandable(node: ITreeNode): boolean {
-  return EXPANDABLE.has(node.kind);
-}
-
-/** What `%uc_load` takes for this node (a table's name, a volume path), or null. */
-export function loadTarget(node: ITreeNode): string | null {
-  switch (node.kind) {
-    case 'table':
-      return node.fullName;
-    case 'volume':
-    case 'directory':
-    case 'file':
-      return node.path;
-    default:
-      return null;
-  }
-}
-
-/** What "Copy name" copies: the full name, the path, or a column's name. */
-export function copyText(node: ITreeNode): string {
-  return node.path ?? (node.kind === 'column' ? node.name : node.fullName) ?? node.name;
-}
-
-/** `/Volumes/c/s/v` for the volume `c.s.v`. */
-export function volumePath(fullName: string): string {
-  return `/Volumes/${fullName.split('.').join('/')}`;
-}
-
-/** `1.5 KB`-style sizes. */
-export function formatSize(bytes: number | null | undefined): string {
-  if (bytes === null || bytes === undefined || !Number.isFinite(bytes)) {
-    return '';
-  }
-  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit += 1;
-  }
-  return unit === 0 ? `${value} B` : `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
-}
-
-interface INodeFields {
-  id: string;
-  kind: NodeKind;
-  name: string;
-  fullName?: string | null;
-  path?: string | null;
-  comment?: string | null;
-  readable?: boolean;
-  detail?: string;
-}
-
-function makeNode(fields: INodeFields, parent: ITreeNode | null): ITreeNode {
-  return {
-    id: fields.id,
-    kind: fields.kind,
-    name: fields.name,
-    fullName: fields.fullName ?? null,
-    path: fields.path ?? null,
-    comment: fields.comment ?? '',
-    readable: fields.readable ?? true,
-    detail: fields.detail ?? '',
-    parent,
-    depth: parent ? parent.depth + 1 : 0,
-    children: null,
-    expanded: false,
-    loading: false,
-    error: null,
-    truncated: false
-  };
-}
 
 export type CatalogApi = Pick<IUcApi, 'catalogs' | 'schemas' | 'objects' | 'table' | 'volume'>;
 
@@ -214,6 +112,7 @@ export class CatalogModel {
   /** Lists the catalogs again (everything is fetched anew) and reopens what was open. */
   async refresh(): Promise<void> {
     const open = this.expandedIds();
+    const loaded = this.loadedCounts();
     const generation = ++this._generation;
     this._pending.clear();
     this._loading = true;
@@ -246,7 +145,7 @@ export class CatalogModel {
     let level = roots;
     while (level.length > 0 && generation === this._generation) {
       const reopen = level.filter(node => open.has(node.id));
-      await Promise.all(reopen.map(node => this.expand(node)));
+      await Promise.all(reopen.map(node => this.reopen(node, loaded.get(node.id) ?? 0, generation)));
       level = reopen.flatMap(node => (node.expanded ? node.children ?? [] : []));
     }
   }
@@ -293,6 +192,40 @@ export class CatalogModel {
     }
   }
 
+  /**
+   * Loads the next page of a folder's entries and appends it. Does nothing when every entry is
+   * loaded or a page is already on its way; a failure is kept as the node's error (the "Show more"
+   * row stays, to try again).
+   */
+  async more(node: ITreeNode): Promise<void> {
+    if (node.next === null || node.loadingMore || node.children === null) {
+      return;
+    }
+    const generation = this._generation;
+    node.loadingMore = true;
+    node.error = null;
+    this.changed();
+    try {
+      const listing = await this.api.volume(node.path ?? '', node.next);
+      if (generation !== this._generation) {
+        return;
+      }
+      const known = new Set(node.children.map(child => child.id));
+      const fresh = this.entryNodes(node, listing).filter(child => !known.has(child.id));
+      node.children = [...node.children, ...fresh];
+      node.next = listing.next ?? null;
+      node.total = listing.total ?? null;
+    } catch (error) {
+      if (generation !== this._generation) {
+        return;
+      }
+      node.error = errorMessage(error);
+    } finally {
+      node.loadingMore = false;
+    }
+    this.changed();
+  }
+
   /** The rows to draw: open nodes' children in order, with the search text applied. */
   rows(): Row[] {
     const rows: Row[] = [];
@@ -334,8 +267,12 @@ export class CatalogModel {
           emit(child, childFiltered);
         }
       }
-      if (!pathOnly && node.truncated) {
-        rows.push({ type: 'message', kind: 'truncated', text: 'More entries not shown', depth, owner: node });
+      if (!pathOnly && node.children !== null && node.next !== null) {
+        rows.push(
+          node.loadingMore
+            ? { type: 'message', kind: 'loading', text: 'Loading more…', depth, owner: node }
+            : { type: 'message', kind: 'more', text: moreText(node), depth, owner: node }
+        );
       }
     };
     for (const root of this._roots ?? []) {
@@ -344,6 +281,34 @@ export class CatalogModel {
       }
     }
     return rows;
+  }
+
+  /** Expands `node` again after a refresh, with as many entries as it had (page after page). */
+  private async reopen(node: ITreeNode, entries: number, generation: number): Promise<void> {
+    await this.expand(node);
+    while (
+      generation === this._generation &&
+      node.next !== null &&
+      node.error === null &&
+      (node.children?.length ?? 0) < entries
+    ) {
+      await this.more(node);
+    }
+  }
+
+  /** How many entries each folder with several pages loaded holds. */
+  private loadedCounts(): Map<string, number> {
+    const counts = new Map<string, number>();
+    const visit = (nodes: readonly ITreeNode[] | null) => {
+      for (const node of nodes ?? []) {
+        if (node.children !== null && node.total !== null) {
+          counts.set(node.id, node.children.length);
+        }
+        visit(node.children);
+      }
+    };
+    visit(this._roots);
+    return counts;
   }
 
   private expandedIds(): Set<string> {
@@ -442,24 +407,29 @@ export class CatalogModel {
       }
       case 'volume':
       case 'directory': {
-        const listing = await this.api.volume(node.path ?? '');
-        node.truncated = Boolean(listing.truncated);
-        return listing.entries.map(e =>
-          makeNode(
-            {
-              id: `${e.kind}:${e.path}`,
-              kind: e.kind === 'directory' ? 'directory' : 'file',
-              name: e.name,
-              path: e.path,
-              detail: e.kind === 'file' ? formatSize(e.size) : ''
-            },
-            node
-          )
-        );
+        const listing = await this.api.volume(node.path ?? '', null);
+        node.next = listing.next ?? null;
+        node.total = listing.total ?? null;
+        return this.entryNodes(node, listing);
       }
       default:
         return [];
     }
+  }
+
+  private entryNodes(folder: ITreeNode, listing: IVolumeListing): ITreeNode[] {
+    return listing.entries.map(e =>
+      makeNode(
+        {
+          id: `${e.kind}:${e.path}`,
+          kind: e.kind === 'directory' ? 'directory' : 'file',
+          name: e.name,
+          path: e.path,
+          detail: e.kind === 'file' ? formatSize(e.size) : ''
+        },
+        folder
+      )
+    );
   }
 
   private changed(): void {
@@ -480,4 +450,14 @@ function emptyText(node: ITreeNode): string {
     default:
       return 'Empty folder';
   }
+}
+
+/** `Show 200 more (200 of 100,000)`: the next page's size and how far the folder is loaded. */
+function moreText(node: ITreeNode): string {
+  const shown = node.children?.length ?? 0;
+  if (node.total === null || node.total <= shown) {
+    return 'Show more';
+  }
+  const next = Math.min(PAGE_SIZE, node.total - shown);
+  return `Show ${formatCount(next)} more (${formatCount(shown)} of ${formatCount(node.total)})`;
 }

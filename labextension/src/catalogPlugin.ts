@@ -20,12 +20,13 @@ export const catalogPlugin: JupyterFrontEndPlugin<void> = {
     palette: ICommandPalette | null,
     restorer: ILayoutRestorer | null
   ) => {
-    const model = new CatalogModel(new ServerApi());
+    const api = new ServerApi();
+    const model = new CatalogModel(api);
     const browser = new CatalogBrowser(model);
     app.shell.add(browser, 'left', { rank: 650 });
     if (restorer) {
       restorer.add(browser, browser.id);
     }
-    addCatalogActions(app, browser, tracker, palette);
+    addCatalogActions(app, browser, tracker, palette, api);
   }
 };

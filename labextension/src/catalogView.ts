@@ -6,16 +6,21 @@
  * `.uc-CatalogBrowser` (the panel, id `uc-jupyter-catalog`), `.uc-CatalogBrowser-search`,
  * `.uc-CatalogBrowser-refresh`, `.uc-CatalogBrowser-error`, `.uc-CatalogTree` and its rows
  * `.uc-CatalogTree-item` (`data-uc-id`, `data-uc-kind`, `data-uc-name`, `data-uc-readable`,
- * `aria-expanded`) and `.uc-CatalogTree-message` (`data-uc-message` = loading|error|empty|truncated).
+ * `aria-expanded`, `title` = the full name or path), their `.uc-CatalogTree-label` (split into
+ * `.uc-CatalogTree-labelHead` and `.uc-CatalogTree-labelTail`: a long name loses its middle, not its
+ * end) and `.uc-CatalogTree-message` (`data-uc-message` = loading|error|empty|more; the "Show more"
+ * row is also `.uc-CatalogTree-more`, with `data-uc-owner` = the folder's id).
  */
 import { caretDownIcon, caretRightIcon, refreshIcon } from '@jupyterlab/ui-components';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { CatalogModel, copyText, isExpandable, ITreeNode, Row } from './catalogModel';
+import { CatalogModel, Row } from './catalogModel';
+import { copyText, isExpandable, ITreeNode, splitName, tooltip } from './catalogNodes';
 import { catalogIcon, iconFor } from './icons';
 
 export const ITEM_CLASS = 'uc-CatalogTree-item';
+export const MORE_CLASS = 'uc-CatalogTree-more';
 
 export class CatalogBrowser extends Widget {
   readonly model: CatalogModel;
@@ -24,6 +29,8 @@ export class CatalogBrowser extends Widget {
   private readonly tree: HTMLElement;
   private readonly stopListening: () => void;
   private started = false;
+  /** The folder whose "Show more" was pressed from the keyboard, until its page is drawn. */
+  private moreFocus: string | null = null;
 
   constructor(model: CatalogModel) {
     super();
@@ -116,6 +123,25 @@ export class CatalogBrowser extends Widget {
     if (focusedId) {
       this.tree.querySelector<HTMLElement>(`[data-uc-id="${CSS.escape(focusedId)}"]`)?.focus();
     }
+    this.restoreMoreFocus();
+  }
+
+  /**
+   * Keeps the keyboard where "Show more" was pressed: on the folder's new "Show more" row once the
+   * page has come, or on its last entry when there is nothing more.
+   */
+  private restoreMoreFocus(): void {
+    const folder = this.moreFocus === null ? null : this.model.find(this.moreFocus);
+    if (!folder || folder.loadingMore) {
+      this.moreFocus = folder ? this.moreFocus : null;
+      return;
+    }
+    this.moreFocus = null;
+    const more = this.tree.querySelector<HTMLElement>(`.${MORE_CLASS}[data-uc-owner="${CSS.escape(folder.id)}"]`);
+    const last = folder.children?.[folder.children.length - 1];
+    const target =
+      more ?? (last ? this.tree.querySelector<HTMLElement>(`[data-uc-id="${CSS.escape(last.id)}"]`) : null);
+    target?.focus();
   }
 
   private placeholder(): HTMLElement {
@@ -145,6 +171,13 @@ export class CatalogBrowser extends Widget {
       li.textContent = row.text;
       if (row.kind === 'error') {
         li.setAttribute('role', 'alert');
+      }
+      if (row.kind === 'more' && row.owner) {
+        li.classList.add(MORE_CLASS);
+        li.dataset.ucOwner = row.owner.id;
+        li.setAttribute('role', 'button');
+        li.tabIndex = 0;
+        li.title = `Load the next entries of ${copyText(row.owner)}`;
       }
       return li;
     }
@@ -180,28 +213,30 @@ export class CatalogBrowser extends Widget {
     const icon = document.createElement('span');
     icon.className = 'uc-CatalogTree-icon';
     iconFor(node.kind).element({ container: icon, elementPosition: 'center', height: '16px', width: '16px' });
-    const label = document.createElement('span');
-    label.className = 'uc-CatalogTree-label';
-    label.textContent = node.name;
-    li.append(caret, icon, label);
+    li.append(caret, icon, nameLabel(node.name));
     if (node.detail) {
       const detail = document.createElement('span');
       detail.className = 'uc-CatalogTree-detail';
       detail.textContent = node.detail;
       li.append(detail);
     }
-    const tip = [copyText(node)];
-    if (node.comment) {
-      tip.push(node.comment);
-    }
-    if (!node.readable) {
-      tip.push('You may not read this object.');
-    }
-    li.title = tip.join('\n');
+    li.title = tooltip(node);
     return li;
   }
 
+  /** The folder whose "Show more" row holds `target`, if any. */
+  private moreOf(target: EventTarget | null): ITreeNode | null {
+    const row = target instanceof Element ? target.closest(`.${MORE_CLASS}`) : null;
+    const id = row?.getAttribute('data-uc-owner');
+    return id ? this.model.find(id) : null;
+  }
+
   private onClick(event: MouseEvent): void {
+    const folder = this.moreOf(event.target);
+    if (folder) {
+      void this.model.more(folder);
+      return;
+    }
     const node = this.nodeOf(event.target);
     if (!node) {
       return;
@@ -211,6 +246,13 @@ export class CatalogBrowser extends Widget {
   }
 
   private onKey(event: KeyboardEvent): void {
+    const folder = this.moreOf(event.target);
+    if (folder && (event.key === 'Enter' || event.key === ' ')) {
+      event.preventDefault();
+      this.moreFocus = folder.id;
+      void this.model.more(folder);
+      return;
+    }
     const node = this.nodeOf(event.target);
     if (!node) {
       return;
@@ -248,4 +290,29 @@ export class CatalogBrowser extends Widget {
     }
     event.preventDefault();
   }
+}
+
+/**
+ * A name that, when too long, loses its middle: the head half ends in "…", the tail half (laid out
+ * right to left, so it overflows at its start) shows its end. The tail's text sits in a
+ * left-to-right isolate, so its characters keep their order.
+ */
+function nameLabel(name: string): HTMLElement {
+  const label = document.createElement('span');
+  label.className = 'uc-CatalogTree-label';
+  const [head, tail] = splitName(name);
+  const headPart = document.createElement('span');
+  headPart.className = 'uc-CatalogTree-labelHead';
+  headPart.textContent = head;
+  label.append(headPart);
+  if (tail) {
+    const tailPart = document.createElement('span');
+    tailPart.className = 'uc-CatalogTree-labelTail';
+    const text = document.createElement('bdi');
+    text.dir = 'ltr';
+    text.textContent = tail;
+    tailPart.append(text);
+    label.append(tailPart);
+  }
+  return label;
 }

@@ -8,11 +8,13 @@ import { ServerConnection } from '@jupyterlab/services';
 import {
   ApiError,
   IContainerItem,
+  ILoadLine,
   IObjects,
   IPoolInfo,
   ITableInfo,
   IUcApi,
-  IVolumeListing
+  IVolumeListing,
+  PAGE_SIZE
 } from './api';
 
 /** Where the server extension answers, below the server's base URL. */
@@ -39,8 +41,13 @@ export class ServerApi implements IUcApi {
     return this.get<ITableInfo>('table', { name, rows: String(rows) });
   }
 
-  volume(path: string): Promise<IVolumeListing> {
-    return this.get<IVolumeListing>('volume', { path });
+  volume(path: string, after: string | null = null): Promise<IVolumeListing> {
+    const limit = String(PAGE_SIZE);
+    return this.get<IVolumeListing>('volume', after ? { path, limit, after } : { path, limit });
+  }
+
+  loadLine(source: string): Promise<ILoadLine> {
+    return this.get<ILoadLine>('load-line', { source });
   }
 
   async pools(): Promise<IPoolInfo[]> {

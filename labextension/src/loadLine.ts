@@ -1,23 +1,17 @@
 /**
- * The `%uc_load` line for a catalog object, and where it goes in a cell. Pure functions.
+ * "Insert %uc_load": the line for a catalog object, and where it goes in a cell. Pure functions.
  *
- * A table is loaded by its full name (`%uc_load main.ml.iris`), a volume, folder or file by its path
- * (`%uc_load /Volumes/main/ml/images/circle`). Names the magic's shlex parser would split are quoted.
+ * The line itself is made by the server (`load-line?source=`, uc_jupyter/server/load_lines.py), the
+ * one place that knows the magic's options and looks into a folder to choose them: a table gets
+ * `df = %uc_load main.ml.iris --to pandas`, a folder of images in class folders
+ * `loader = %uc_load /Volumes/c/s/v/folder --recursive --decode image --labels folder`, another
+ * folder `ds = %uc_load /Volumes/c/s/v/folder --to dataset`. Here it is only asked for and placed.
  */
+import { IUcApi } from './api';
 
-const PLAIN = /^[A-Za-z0-9_./:@%+=,-]+$/;
-
-/** `value` as one shell-like word (single quotes when it holds spaces, quotes or other specials). */
-export function quoteArg(value: string): string {
-  if (value !== '' && PLAIN.test(value)) {
-    return value;
-  }
-  return `'${value.replace(/'/g, `'"'"'`)}'`;
-}
-
-/** `%uc_load <target>`. */
-export function loadLine(target: string): string {
-  return `%uc_load ${quoteArg(target)}`;
+/** The `%uc_load` line for a table name or a `/Volumes` path, as the server makes it. */
+export async function lineFor(api: Pick<IUcApi, 'loadLine'>, target: string): Promise<string> {
+  return (await api.loadLine(target)).line;
 }
 
 /** A replacement of `source[start:end]` by `text`; the cursor goes to `cursor` afterwards. */

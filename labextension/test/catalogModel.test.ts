@@ -63,23 +63,41 @@ class FakeApi implements CatalogApi {
     }));
   }
 
-  volume(path: string): Promise<IVolumeListing> {
-    return this.answer(`volume ${path}`, () =>
-      path.endsWith('/images')
+  /** Folders listed in pages of `pageSize` files named f0000, f0001, ... (path -> how many files). */
+  big = new Map<string, number>();
+  pageSize = 200;
+
+  volume(path: string, after?: string | null): Promise<IVolumeListing> {
+    const call = after ? `volume ${path} after ${after}` : `volume ${path}`;
+    return this.answer(call, () => {
+      const count = this.big.get(path);
+      if (count !== undefined) {
+        const start = after ? Number(after) + 1 : 0;
+        const end = Math.min(count, start + this.pageSize);
+        const entries = [];
+        for (let i = start; i < end; i++) {
+          const name = `f${String(i).padStart(4, '0')}`;
+          entries.push({ name, path: `${path}/${name}`, kind: 'file' as const, size: i });
+        }
+        return { path, entries, total: count, next: end < count ? String(end - 1) : null };
+      }
+      return path.endsWith('/images')
         ? {
             path,
             entries: [
               { name: 'circle', path: `${path}/circle`, kind: 'directory' as const, size: null },
               { name: 'labels.csv', path: `${path}/labels.csv`, kind: 'file' as const, size: 105020 }
             ],
-            truncated: false
+            total: 2,
+            next: null
           }
         : {
             path,
             entries: [{ name: '0.png', path: `${path}/0.png`, kind: 'file' as const, size: 200 }],
-            truncated: true
-          }
-    );
+            total: 1,
+            next: null
+          };
+    });
   }
 }
 
@@ -141,7 +159,6 @@ describe('CatalogModel', () => {
       '    - volume images',
       '      - directory circle',
       '        + file 0.png',
-      '        ! truncated: More entries not shown',
       '      + file labels.csv',
       '  + schema raw'
     ]);
@@ -278,6 +295,103 @@ describe('CatalogModel', () => {
     await model.refresh();
     assert.equal(model.selected?.id, 'table:main.ml.iris');
     assert.notEqual(model.selected, null);
+  });
+});
+
+describe('CatalogModel paging', () => {
+  const circle = '/Volumes/main/ml/images/circle';
+
+  async function openedBig(count: number): Promise<{ api: FakeApi; model: CatalogModel; folder: ITreeNode }> {
+    const { api, model } = await openedDemo();
+    api.big.set(circle, count);
+    await model.expand(node(model, 'volume:/Volumes/main/ml/images'));
+    const folder = node(model, `directory:${circle}`);
+    await model.expand(folder);
+    return { api, model, folder };
+  }
+
+  /** The last `n` rows before the schema that follows images' schema (`+ schema raw`). */
+  const tail = (model: CatalogModel, n: number) => describeRows(model.rows()).slice(-n - 1, -1);
+
+  it('shows the first page of a big folder and a "Show more" row that loads the next', async () => {
+    const { api, model, folder } = await openedBig(450);
+    assert.equal(folder.children?.length, 200);
+    assert.deepEqual(tail(model, 3), [
+      '        + file f0199',
+      '        ! more: Show 200 more (200 of 450)',
+      '      + file labels.csv'
+    ]);
+    await model.more(folder);
+    assert.deepEqual(tail(model, 3), [
+      '        + file f0399',
+      '        ! more: Show 50 more (400 of 450)',
+      '      + file labels.csv'
+    ]);
+    await model.more(folder);
+    assert.equal(folder.children?.length, 450);
+    assert.deepEqual(tail(model, 2), ['        + file f0449', '      + file labels.csv']);
+    assert.deepEqual(
+      api.calls.filter(c => c.startsWith(`volume ${circle}`)),
+      [`volume ${circle}`, `volume ${circle} after 199`, `volume ${circle} after 399`]
+    );
+    await model.more(folder); // nothing more to load: no request
+    assert.equal(api.calls.filter(c => c.startsWith(`volume ${circle}`)).length, 3);
+  });
+
+  it('says it is loading and asks once when "Show more" is pressed twice', async () => {
+    const { api, model, folder } = await openedBig(450);
+    let release = () => {};
+    api.gates.set(`volume ${circle} after 199`, new Promise<void>(resolve => (release = resolve)));
+    const first = model.more(folder);
+    const second = model.more(folder);
+    assert.deepEqual(tail(model, 2), ['        ! loading: Loading more…', '      + file labels.csv']);
+    release();
+    await Promise.all([first, second]);
+    assert.equal(folder.children?.length, 400);
+    assert.equal(api.calls.filter(c => c === `volume ${circle} after 199`).length, 1);
+  });
+
+  it('keeps a failed page as the folder\'s error and lets it be tried again', async () => {
+    const { api, model, folder } = await openedBig(450);
+    api.failures.set(`volume ${circle} after 199`, new ApiError(403, 'alice lacks READ VOLUME on main.ml.images'));
+    await model.more(folder);
+    assert.equal(folder.children?.length, 200);
+    assert.deepEqual(tail(model, 3), [
+      '        + file f0199',
+      '        ! more: Show 200 more (200 of 450)',
+      '      + file labels.csv'
+    ]);
+    assert.ok(describeRows(model.rows()).includes('        ! error: alice lacks READ VOLUME on main.ml.images'));
+    api.failures.clear();
+    await model.more(folder);
+    assert.equal(folder.children?.length, 400);
+    assert.equal(folder.error, null);
+  });
+
+  it('reloads as many entries as were shown when refreshed', async () => {
+    const { api, model, folder } = await openedBig(450);
+    await model.more(folder);
+    api.calls = [];
+    await model.refresh();
+    const again = node(model, `directory:${circle}`);
+    assert.notEqual(again, folder);
+    assert.equal(again.children?.length, 400);
+    assert.deepEqual(
+      api.calls.filter(c => c.startsWith(`volume ${circle}`)),
+      [`volume ${circle}`, `volume ${circle} after 199`]
+    );
+  });
+
+  it('hides the "Show more" row of a folder shown only as the way to a filter match', async () => {
+    const { model } = await openedBig(450);
+    model.setFilter('f0150');
+    assert.deepEqual(describeRows(model.rows()), [
+      '- catalog main',
+      '  - schema ml',
+      '    - volume images',
+      '      - directory circle',
+      '        + file f0150'
+    ]);
   });
 });
 

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { applyEdit, insertionEdit, loadLine, quoteArg } from '../src/loadLine';
+import { ApiError } from '../src/api';
+import { applyEdit, insertionEdit, lineFor } from '../src/loadLine';
 
 /** `source` with `|` marking the cursor -> the text after inserting, with `|` at the new cursor. */
 function insert(marked: string, line = '%uc_load main.ml.iris'): string {
@@ -12,17 +13,26 @@ function insert(marked: string, line = '%uc_load main.ml.iris'): string {
   return `${text.slice(0, edit.cursor)}|${text.slice(edit.cursor)}`;
 }
 
-describe('loadLine', () => {
-  it('names tables and volume paths as they are', () => {
-    assert.equal(loadLine('main.ml.iris'), '%uc_load main.ml.iris');
-    assert.equal(loadLine('/Volumes/main/ml/images/circle'), '%uc_load /Volumes/main/ml/images/circle');
+describe('lineFor', () => {
+  it('asks the server for the line of a table or a path', async () => {
+    const asked: string[] = [];
+    const api = {
+      loadLine: async (source: string) => {
+        asked.push(source);
+        return { source, line: `df = %uc_load ${source} --to pandas` };
+      }
+    };
+    assert.equal(await lineFor(api, 'main.ml.iris'), 'df = %uc_load main.ml.iris --to pandas');
+    assert.deepEqual(asked, ['main.ml.iris']);
   });
 
-  it('quotes what the magic\'s shlex parser would split', () => {
-    assert.equal(quoteArg('/Volumes/main/ml/my images'), "'/Volumes/main/ml/my images'");
-    assert.equal(quoteArg("it's"), `'it'"'"'s'`);
-    assert.equal(quoteArg(''), "''");
-    assert.equal(loadLine('/Volumes/c/s/v/a b.png'), "%uc_load '/Volumes/c/s/v/a b.png'");
+  it('passes the server\'s one-line error on', async () => {
+    const api = {
+      loadLine: async () => {
+        throw new ApiError(404, 'table main.ml.irsi does not exist; did you mean main.ml.iris?');
+      }
+    };
+    await assert.rejects(lineFor(api, 'main.ml.irsi'), /did you mean main\.ml\.iris\?/);
   });
 });
 

@@ -323,3 +323,91 @@ def test_decoded_items_through_spawned_dataloader_workers(pics: Path) -> None:
     for _, pixels in IMAGES.values():
         expected = Image.fromarray(pixels).convert("RGB")
         assert sums[(3, *pixels.shape[:2])] == int(np.asarray(expected, dtype=np.int64).sum())
+
+
+# ------------------------------------------------------------------ image files only, and decode errors
+TOP_FILES = ("labels.csv", "notes.txt", "plain.txt")  # beside the class folders; not images
+
+
+@pytest.mark.parametrize("cache", ["auto", "always"], ids=["in-place", "cached"])
+def test_decoding_images_reads_image_files_only_and_counts_the_others(pics: Path, cache: str) -> None:
+    ds = map_paths(UCVolumeDataset(PICS, recursive=True, cache=cache), decode_image)
+    assert len(ds) == len(IMAGES) and ds.skipped == len(TOP_FILES)  # hidden and marker files are not counted
+    assert sorted(tuple(t.shape) for t in ds) == sorted((3, *p.shape[:2]) for _, p in IMAGES.values())
+    assert ds.stats().skipped_files == len(TOP_FILES)
+    assert sum(s.skipped for s in ds.stats().streams) == len(TOP_FILES)
+    made = UCVolumeDataset(PICS, recursive=True, transform=decode_image)  # the same when given at the start
+    assert (len(made), made.skipped) == (len(IMAGES), len(TOP_FILES))
+
+
+def test_other_decoders_read_every_file(pics: Path) -> None:
+    sizes = map_paths(map_paths(UCVolumeDataset(PICS), decode_bytes), len)
+    assert len(sizes) == len(TOP_FILES) and sizes.skipped == 0
+    assert len(map_paths(UCVolumeDataset(PICS, recursive=True), decode_text)) == len(TOP_FILES) + len(IMAGES)
+
+
+def test_include_chooses_the_files_an_image_decoder_gets(pics: Path) -> None:
+    only_dogs = map_paths(UCVolumeDataset(PICS, recursive=True, include="dogs/*"), decode_image)
+    assert len(only_dogs) == 2 and only_dogs.skipped == 5
+    assert len(UCVolumeDataset(PICS, recursive=True, include="*", transform=decode_image)) == len(IMAGES) + 3
+
+
+def test_labelled_folder_counts_the_files_beside_the_classes_as_skipped(pics: Path) -> None:
+    ds = labelled_folder(PICS)
+    assert ds.skipped == len(TOP_FILES) and len(ds) == len(IMAGES)
+
+
+def test_a_folder_of_class_folders_read_without_recursive_says_to_add_it(pics: Path) -> None:
+    with pytest.raises(ValueError, match="add --recursive") as caught:
+        UCVolumeDataset(PICS, transform=decode_image)
+    assert str(caught.value) == (
+        f"{PICS} holds no image files at its top, only in sub-folders (cats, dogs): add --recursive (recursive=True)"
+    )
+    with pytest.raises(ValueError, match=re.escape(f"{PICS} holds no image files; add recursive=True (--recursive)")):
+        map_paths(UCVolumeDataset(PICS), decode_image)  # the listing was taken before the decoder was known
+
+
+@pytest.mark.parametrize("cache", ["auto", "always"], ids=["in-place", "cached"])
+def test_a_file_that_fails_to_decode_names_its_volume_path_and_the_decoder(pics: Path, cache: str) -> None:
+    ds = UCVolumeDataset(PICS, include="labels.csv", transform=decode_image, cache=cache)
+    with pytest.raises(decode_module.DecodeError) as caught:
+        list(ds)
+    message = str(caught.value)
+    assert message.startswith(f"{PICS}/labels.csv: decode_image could not decode it (UnidentifiedImageError: ")
+    assert str(pics) not in message and ".uc_jupyter" not in message and "cache" not in message
+    assert "\n" not in message and caught.value.__suppress_context__  # Pillow's frames are not shown
+
+
+def test_a_decode_error_in_a_dataloader_worker_names_the_volume_path(pics: Path) -> None:
+    from uc_jupyter.data import DataLoader
+
+    ds = UCVolumeDataset(PICS, include="labels.csv", transform=decode_image, cache="always")
+    with pytest.raises(decode_module.DecodeError) as caught:
+        list(DataLoader(ds, batch_size=1, num_workers=1, monitor=False))
+    assert str(caught.value).startswith(f"{PICS}/labels.csv: decode_image could not decode it (Unidentified")
+    assert str(pics) not in str(caught.value) and "\n" not in str(caught.value)  # not torch's worker traceback
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+def test_a_failing_transform_of_ones_own_in_a_worker_keeps_the_workers_traceback(pics: Path) -> None:
+    from uc_jupyter.data import DataLoader
+
+    ds = map_paths(UCVolumeDataset(PICS, include="notes.txt"), int)
+    with pytest.raises(
+        decode_module.DecodeError, match=re.escape(f"{PICS}/notes.txt: int could not decode it")
+    ) as caught:
+        list(DataLoader(ds, batch_size=1, num_workers=1, monitor=False))
+    assert "Original Traceback" in str(caught.value.__cause__)  # the worker's frames, for one's own bug
+
+
+def test_a_failing_transform_of_ones_own_is_named_and_keeps_its_cause(pics: Path) -> None:
+    def parse_row(path: str) -> int:
+        return int(Path(path).read_text().split()[0])
+
+    ds = map_paths(UCVolumeDataset(PICS, include="notes.txt"), parse_row)
+    with pytest.raises(decode_module.DecodeError, match=re.escape(f"{PICS}/notes.txt: ")) as caught:
+        list(ds)
+    assert "parse_row" in str(caught.value) and isinstance(caught.value.__cause__, ValueError)
+    partial = functools.partial(decode_text, encoding="ascii")
+    with pytest.raises(decode_module.DecodeError, match=re.escape("decode_text(encoding='ascii') could not")):
+        list(map_paths(UCVolumeDataset(PICS, include="notes.txt"), partial))

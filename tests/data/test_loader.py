@@ -17,13 +17,12 @@ import torch.utils.data
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import uc_jupyter.data.loader as loader_module
+from uc_jupyter import notices
 from uc_jupyter.data import DataLoader, UCVolumeDataset
 from uc_jupyter.data.cache import CacheBudgetError, FileCache
 from uc_jupyter.data.loader import BatchTiming
 from uc_jupyter.processes import free_port
 from uc_jupyter.telemetry.mlflow_sink import metric_names
-from uc_jupyter.telemetry.model import Snapshot
 
 from .conftest import FakeClock, WorkerTagged, write_files
 
@@ -45,17 +44,6 @@ class Squares(torch.utils.data.Dataset[int]):
         return i * i
 
 
-def settled(loader: DataLoader, done: Callable[[Snapshot], bool], within: float = 10.0) -> Snapshot:
-    """The loader's stats once the workers' last samples arrived (they cross a process boundary
-    through a queue's feeder thread, a moment after the last batch)."""
-    deadline = time.monotonic() + within
-    while True:
-        stats = loader.stats()
-        if done(stats) or time.monotonic() > deadline:
-            return stats
-        time.sleep(0.01)
-
-
 def name_in(path: str) -> str:
     """The name a test file carries at its start (cached copies are named by their key)."""
     return Path(path).read_bytes().split(b":", 1)[0].decode()
@@ -68,17 +56,24 @@ def names(batches: list[list[str]]) -> list[str]:
 # ------------------------------------------------------------------ defaults and bad input
 
 
-def test_defaults_are_tuned_and_clamped_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(loader_module, "_warned_clamp", False)
+def test_defaults_are_tuned_and_clamped_once(capsys: pytest.CaptureFixture[str]) -> None:
+    notices.reset()
     cpus = len(os.sched_getaffinity(0))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a notice line, never a UserWarning
         first = DataLoader(Squares(4))
         DataLoader(Squares(4))
     expected = min(6, cpus)
     assert (first.num_workers, first.prefetch_factor, first.persistent_workers) == (expected, 4, True)
-    clamps = [w for w in caught if "instead of 6" in str(w.message)]
-    assert len(clamps) == (1 if cpus < 6 else 0)
+    clamps = [line for line in capsys.readouterr().err.splitlines() if "instead of 6" in line]
+    assert clamps == (
+        [
+            f"uc_jupyter DataLoader: using {cpus} workers instead of 6 (this process may use {cpus} CPUs); "
+            "pass num_workers= to choose"
+        ]
+        if cpus < 6
+        else []
+    )
 
 
 def test_given_arguments_win() -> None:
@@ -194,7 +189,7 @@ def test_workers_report_their_shards_and_cache(s3_volume: Volume) -> None:
         assert stats.samples[(0, -1)].queue_depth == sum(stats.queue_depths().values())
     assert {key for d in depths for key in d} == {(0, 0), (0, 1)}
     assert max(max(d.values()) for d in depths) > 0
-    stats = settled(loader, lambda s: s.hits == 30)
+    stats = loader.stats()  # the workers' last counters arrived with the pass's end, not a moment after
     assert stats.worker_shard_sizes() == {(0, 0): 15, (0, 1): 15}
     assert stats.shard_sizes() == {0: 30}
     assert (stats.misses, stats.hits) == (30, 30)  # the second pass hit the cache
@@ -374,8 +369,25 @@ def test_spawned_workers_deliver_and_report(s3_volume: Volume) -> None:
         multiprocessing_context="spawn",
     )
     assert sorted(names(list(loader))) == sorted(files)
-    stats = settled(loader, lambda s: len(s.worker_shard_sizes()) == 2)
-    assert stats.worker_shard_sizes() == {(0, 0): 6, (0, 1): 6}
+    assert loader.stats().worker_shard_sizes() == {(0, 0): 6, (0, 1): 6}
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.usefixtures("busy_machine")
+def test_a_pass_ends_with_every_workers_last_counters_on_a_loaded_machine(local_volume: Volume, context: str) -> None:
+    path, folder = local_volume()
+    write_files(folder, 37)  # not divisible by 4 workers: each ends its pass on a short batch
+    loader = DataLoader(
+        UCVolumeDataset(path, on_uneven="allow"),
+        batch_size=3,
+        num_workers=4,
+        multiprocessing_context=context,
+        mlflow=False,
+    )
+    for epoch in range(3):
+        assert sum(len(batch) for batch in loader) == 37
+        end = loader.live_stats()  # what a dashboard's last poll reads: no forced collection
+        assert sum(s.files for (_, worker), s in end.samples.items() if worker >= 0) == 37 * (epoch + 1)
 
 
 def name_and_size(path: str) -> tuple[str, int]:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from uc_jupyter.catalog import get_catalog
 from uc_jupyter.data import UCVolumeDataset
 from uc_jupyter.data.grid import current_grid, current_rank
-from uc_jupyter.data.partition import Grid, OnUneven, Shard, epoch_order, plan, rank_share
+from uc_jupyter.data.partition import Grid, OnUneven, Shard, epoch_order, plan, rank_share, skipped_share
 
 POLICIES: tuple[OnUneven, ...] = ("pad", "drop", "allow")
 
@@ -372,3 +372,16 @@ def test_current_grid_inside_dataloader_workers(no_rank_env: pytest.MonkeyPatch)
     no_rank_env.setenv("WORLD_SIZE", "3")
     loader = torch.utils.data.DataLoader(GridReport(), num_workers=2, batch_size=None, multiprocessing_context="fork")
     assert sorted(tuple(int(v) for v in item) for item in loader) == [(1, 3, 0, 2), (1, 3, 1, 2)]
+
+
+@FAST
+@given(skipped=st.integers(min_value=0, max_value=500), world_size=world_sizes, num_workers=worker_counts)
+def test_the_skipped_shares_of_every_stream_add_up_and_differ_by_at_most_one(
+    skipped: int, world_size: int, num_workers: int
+) -> None:
+    shares = [
+        skipped_share(skipped, Grid(rank=rank, world_size=world_size, worker=worker, num_workers=num_workers))
+        for rank in range(world_size)
+        for worker in range(max(num_workers, 1))
+    ]
+    assert sum(shares) == skipped and max(shares) - min(shares) <= 1

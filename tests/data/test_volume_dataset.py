@@ -6,6 +6,7 @@ import collections
 import contextlib
 import json
 import os
+import re
 import threading
 import warnings
 from collections.abc import Callable
@@ -536,3 +537,77 @@ def test_a_file_cache_keeps_its_own_budget(s3_volume: Volume, tmp_path: Path) ->
     for given in ({"cache_max_bytes": 5000}, {"min_free_bytes": 0}):
         with pytest.raises(ValueError, match=r"^invalid cache_max_bytes/min_free_bytes with cache_dir=FileCache"):
             UCVolumeDataset(path, cache_dir=cache, **given)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ what the filters leave out
+
+
+def test_files_left_out_by_include_and_exclude_are_counted(local_volume: Volume) -> None:
+    path, folder = local_volume()
+    write_files(folder, 5)
+    write_files(folder, 3, sub="sub/")
+    (folder / ".hidden").write_bytes(b"x")  # hidden and marker files are not the user's: never counted
+    (folder / "_SUCCESS").write_bytes(b"")
+    picked = UCVolumeDataset(path, recursive=True, include="sub/*", exclude="*2.bin")
+    assert (len(picked), picked.skipped, picked.stats().skipped_files) == (2, 6, 6)
+    assert UCVolumeDataset(path, recursive=True).skipped == 0
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_skipped_count_reaches_the_loaders_telemetry_once_across_ranks(
+    local_volume: Volume, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    from uc_jupyter.data import DataLoader
+
+    path, folder = local_volume()
+    write_files(folder, 12)
+    write_files(folder, 7, prefix="g")
+    total = 0
+    for rank in range(2):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        loader = DataLoader(UCVolumeDataset(path, include="f*"), batch_size=2, num_workers=workers, monitor=False)
+        assert sum(len(batch) for batch in loader) == 6
+        total += loader.stats().skipped
+    assert total == 7
+
+
+def test_a_folder_whose_files_are_all_in_sub_folders_says_to_add_recursive(local_volume: Volume) -> None:
+    path, folder = local_volume()
+    for sub in ("b", "a", "c", "d"):
+        write_files(folder, 2, sub=f"{sub}/")
+    with pytest.raises(ValueError, match="add --recursive") as caught:
+        UCVolumeDataset(path)
+    assert str(caught.value) == (
+        f"{path} holds no files at its top, only in sub-folders (a, b, c, ...): add --recursive (recursive=True)"
+    )
+    with pytest.raises(
+        ValueError, match=re.escape(f"{path} holds no matching files at its top, only in sub-folders (b)")
+    ):
+        UCVolumeDataset(path, include="b/*")
+    (folder / "e").mkdir()
+    with pytest.raises(ValueError, match=re.escape(f"{path}/e holds no files to read")):
+        UCVolumeDataset(f"{path}/e")
+    assert len(UCVolumeDataset(path, recursive=True)) == 8
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_files_beside_unread_sub_folders_come_with_one_notice(
+    request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    from uc_jupyter import notices
+
+    notices.reset()
+    path, folder = request.getfixturevalue(f"{where}_volume")()
+    write_files(folder, 2)
+    for sub in ("b", "a", ".hidden"):
+        write_files(folder, 1, sub=f"{sub}/")
+    assert len(UCVolumeDataset(path)) == 2
+    assert capsys.readouterr().err == (
+        f"{path}: reading the 2 files at its top only, not its sub-folders (a, b): "
+        "add --recursive (recursive=True) to read them\n"
+    )
+    assert len(UCVolumeDataset(path)) == 2  # once per folder and process
+    assert len(UCVolumeDataset(path, recursive=True)) == 4
+    assert len(UCVolumeDataset(f"{path}/a")) == 1  # a folder without sub-folders says nothing
+    assert capsys.readouterr().err == ""

@@ -1,24 +1,100 @@
-"""RankError and friends: messages, IPython rendering, pickling, exit descriptions (pure)."""
+"""RankError and friends: the rank's report (its error, then its own frames), IPython rendering, the
+plain-Python traceback, verbose, pickling, exit descriptions. No ranks here: failures are built from
+exceptions raised in this process, as a rank builds them."""
 
 from __future__ import annotations
 
 import pickle
+import traceback
+from collections.abc import Iterator
 
 import pytest
 
-from uc_jupyter.distributed.errors import RankDied, RankError, RankTimeout, RemoteFailure, describe_exit
+from uc_jupyter.distributed.errors import (
+    RankDied,
+    RankError,
+    RankTimeout,
+    RemoteFailure,
+    carrying,
+    describe_exit,
+    failure_from,
+    hide_internal_frames,
+    interrupted,
+    set_verbose,
+    verbose,
+)
+from uc_jupyter.distributed.pool import rank_count  # raises from inside uc_jupyter: an internal frame
 
 
-def failure(rank: int, message: str = "boom", exc: BaseException | None = None) -> RemoteFailure:
-    return RemoteFailure(
-        rank=rank,
-        type_name="builtins.ValueError",
-        message=message,
-        traceback=f'Traceback (most recent call last):\n  File "<cell>", line 1, in <module>\nValueError: {message}\n',
-        exception=pickle.dumps(exc) if exc is not None else None,
-    )
+@pytest.fixture(autouse=True)
+def quiet(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test starts with the default (not verbose) and leaves it so."""
+    monkeypatch.delenv("UC_JUPYTER_VERBOSE", raising=False)
+    set_verbose(None)
+    yield
+    set_verbose(None)
 
 
+def user_code(batch: int) -> None:
+    raise ValueError(f"bad batch {batch}")
+
+
+def calls_into_uc_jupyter() -> None:
+    rank_count(0, "n")
+
+
+def raised(fn: object, *args: object, rank: int = 1) -> RemoteFailure:
+    """The failure a rank sends back after ``fn(*args)`` raised, with the exception pickled."""
+    try:
+        fn(*args)  # type: ignore[operator]
+    except Exception as exc:
+        return failure_from(exc, rank, exc.__traceback__, pickle.dumps(exc))
+    raise AssertionError("did not raise")
+
+
+def failure(rank: int, message: str = "boom") -> RemoteFailure:
+    return RemoteFailure(rank=rank, type_name="builtins.ValueError", message=message, traceback="")
+
+
+# ---------------------------------------------------------------- the report
+def test_the_report_starts_with_the_rank_and_error_then_its_own_frames() -> None:
+    report = raised(user_code, 3).report()
+    assert report[0] == "[rank 1] ValueError: bad batch 3"
+    assert report[1].startswith('  File "') and report[1].endswith("in raised")
+    assert report[-2].endswith(", in user_code") and report[-1] == '    raise ValueError(f"bad batch {batch}")'
+    assert len(report) == 5  # the headline and two frames of two lines each
+
+
+def test_uc_jupyters_own_frames_are_hidden_unless_verbose() -> None:
+    failed = raised(calls_into_uc_jupyter)
+    short = "\n".join(failed.report())
+    assert short.startswith("[rank 1] ValueError: n must be a positive whole number of ranks, got 0")
+    assert "in calls_into_uc_jupyter" in short and "uc_jupyter/distributed/pool.py" not in short
+    full = "\n".join(failed.report(full=True))
+    assert "uc_jupyter/distributed/pool.py" in full and ", in rank_count" in full
+
+
+def test_the_cause_and_the_notes_follow_the_frames() -> None:
+    def chained() -> None:
+        try:
+            {}["key"]
+        except KeyError as exc:
+            error = RuntimeError("lookup failed")
+            error.add_note("check the key")
+            raise error from exc
+
+    report = raised(chained).report()
+    assert report[0] == "[rank 1] RuntimeError: lookup failed"
+    assert report[-2:] == ["  raised from KeyError: 'key'", "check the key"]
+    assert "check the key" not in raised(chained).report(notes=False)
+
+
+def test_a_dead_rank_shows_its_last_log_lines() -> None:
+    dead = RemoteFailure(0, "RankDied", "died: its process killed by signal SIGKILL", "loading shard 3\n")
+    assert dead.report() == ["[rank 0] RankDied: died: its process killed by signal SIGKILL", "  loading shard 3"]
+
+
+# ---------------------------------------------------------------- RankError
 def test_messages_name_the_ranks_in_order() -> None:
     assert str(RankError([failure(1)], world_size=4)) == "rank 1 of 4 raised ValueError: boom"
     both = RankError([failure(3, "b"), failure(0, "a")], world_size=4)
@@ -27,11 +103,35 @@ def test_messages_name_the_ranks_in_order() -> None:
     assert str(RankError([failure(0)], world_size=2, summary="custom")) == "custom"
 
 
-def test_ipython_rendering_shows_each_remote_traceback_prefixed() -> None:
-    lines = RankError([failure(0, "a"), failure(1, "b")], world_size=2)._render_traceback_()
-    assert lines[0] == "[rank 0] Traceback (most recent call last):"
-    assert "[rank 0] ValueError: a" in lines and "[rank 1] ValueError: b" in lines
-    assert lines[-1] == "RankError: 2 of 2 ranks failed: rank 0: ValueError: a; rank 1: ValueError: b"
+def test_a_notebook_shows_each_ranks_report_and_a_summary_only_when_it_adds_something() -> None:
+    both = RankError([raised(user_code, 1, rank=1), raised(user_code, 0, rank=0)], world_size=2)
+    lines = both._render_traceback_()
+    assert lines[0] == "[rank 0] ValueError: bad batch 0"
+    assert "[rank 1] ValueError: bad batch 1" in lines and not any("RankError" in line for line in lines)
+    timed_out = RankTimeout([], world_size=2, summary="the call ran past timeout=2 s; ranks 0, 1 were stopped")
+    assert timed_out._render_traceback_() == ["RankTimeout: the call ran past timeout=2 s; ranks 0, 1 were stopped"]
+
+
+def test_plain_python_prints_the_report_as_a_note() -> None:
+    error = RankError([raised(user_code, 2)], world_size=2)
+    printed = "".join(traceback.format_exception(error))
+    assert printed.endswith(
+        "errors.RankError: rank 1 of 2 raised ValueError: bad batch 2\n[rank 1] ValueError: bad batch 2\n"
+        + "\n".join(error.failures[0].report()[1:])
+        + "\n"
+    )
+
+
+def test_verbose_leaves_the_rendering_to_ipython_with_every_frame_in_the_note(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("UC_JUPYTER_VERBOSE", "1")
+    assert verbose()
+    error = RankError([raised(calls_into_uc_jupyter)], world_size=2)
+    assert not hasattr(error, "_render_traceback_")  # IPython then prints its own full traceback
+    assert "uc_jupyter/distributed/pool.py" in "\n".join(error.__notes__)
+    set_verbose(False)  # %config UCMagics.verbose = False wins over the environment
+    assert not verbose() and hasattr(RankError([failure(0)], world_size=2), "_render_traceback_")
 
 
 @pytest.mark.parametrize("cls", [RankError, RankDied, RankTimeout])
@@ -39,14 +139,65 @@ def test_errors_pickle_with_their_failures(cls: type[RankError]) -> None:
     error = cls([failure(1)], world_size=2, summary="rank 1 went away")
     back = pickle.loads(pickle.dumps(error))
     assert type(back) is cls and str(back) == "rank 1 went away" and back.failures == error.failures
+    plain = pickle.loads(pickle.dumps(RankError([failure(1)], world_size=2)))
+    assert str(plain) == "rank 1 of 2 raised ValueError: boom" and not plain.summarised
 
 
 def test_the_original_exception_comes_back_when_it_unpickles() -> None:
-    original = failure(0, exc=KeyError("k")).original()
+    original = raised(lambda: {}["k"]).original()
     assert isinstance(original, KeyError) and original.args == ("k",)
     assert failure(0).original() is None
     broken = RemoteFailure(0, "mod.Gone", "", "", exception=b"not a pickle")
     assert broken.original() is None and broken.headline == "Gone"
+
+
+def test_the_original_carries_the_report_for_both_notebooks_and_plain_python() -> None:
+    failed = raised(user_code, 5)
+    original = failed.original()
+    assert original is not None
+    error = RankError([failed], world_size=2)
+    shown = carrying(original, error)
+    assert shown is original and original.rank_error is error  # type: ignore[attr-defined]
+    assert original._render_traceback_() == failed.report()  # type: ignore[attr-defined]
+    assert original.__notes__ == ["\n".join(failed.report())]
+
+
+# ---------------------------------------------------------------- interrupts and the kernel's frames
+def test_an_interrupt_is_a_keyboard_interrupt_shown_as_one_line() -> None:
+    stop = interrupted("interrupted 2 ranks; the pool is still warm")
+    assert isinstance(stop, KeyboardInterrupt) and str(stop) == "interrupted 2 ranks; the pool is still warm"
+    assert stop._render_traceback_() == ["interrupted 2 ranks; the pool is still warm"]  # type: ignore[attr-defined]
+
+
+@hide_internal_frames
+def public_call(error: BaseException) -> None:
+    def engine() -> None:  # stands for the pool's own frames
+        raise error
+
+    engine()
+
+
+def frame_names(exc: BaseException) -> list[str]:
+    return [frame.name for frame in traceback.extract_tb(exc.__traceback__)]
+
+
+def test_a_rank_error_leaves_the_public_call_without_the_frames_below_it() -> None:
+    with pytest.raises(RankError) as caught:
+        public_call(RankError([failure(1)], world_size=2))
+    assert frame_names(caught.value)[-1] == "entry" and "engine" not in frame_names(caught.value)
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        public_call(interrupted("interrupted 2 ranks; the pool is still warm"))
+    assert "engine" not in frame_names(stopped.value)
+
+
+def test_other_errors_and_verbose_keep_every_frame() -> None:
+    with pytest.raises(ZeroDivisionError) as caught:
+        public_call(ZeroDivisionError("ours, a bug: keep the frames"))
+    assert "engine" in frame_names(caught.value)
+    set_verbose(True)
+    with pytest.raises(RankError) as verbose_error:
+        public_call(RankError([failure(1)], world_size=2))
+    assert "engine" in frame_names(verbose_error.value)
 
 
 def test_exits_in_words() -> None:

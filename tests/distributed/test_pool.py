@@ -131,9 +131,12 @@ def test_one_failing_rank_raises_the_original_type_with_its_traceback(pool: Rank
     before = pool_pids(pool)
     with pytest.raises(ValueError, match="bad shard on 1") as caught:
         pool.run(fail_on, 1, "bad shard")
-    note = "\n".join(caught.value.__notes__)
-    assert "rank 1 of 2 raised ValueError: bad shard on 1" in note
-    assert '[rank 1]   File "' in note and "in fail_on" in note and 'raise ValueError(f"{message}' in note
+    note = caught.value.__notes__[-1].splitlines()
+    assert note[0] == "[rank 1] ValueError: bad shard on 1"  # then the rank's own frames, none of ours
+    assert note[1:] == [
+        f'  File "{__file__}", line {fail_on.__code__.co_firstlineno + 4}, in fail_on',
+        '    raise ValueError(f"{message} on {dist.get_rank()}")',
+    ]
     assert isinstance(caught.value.rank_error, RankError)  # type: ignore[attr-defined]
     assert pool.run(all_reduce_sum, 0) == [1.0, 1.0]  # still usable: the same ranks
     assert pool_pids(pool) == before
@@ -211,12 +214,34 @@ def test_interrupt_reaches_every_rank_and_the_pool_stays_usable(pool: RankPool) 
     timer = threading.Timer(1.0, _thread.interrupt_main)  # what Ctrl-C / a kernel interrupt does
     timer.start()
     started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match="^interrupted 2 ranks; the pool is still warm$"):
         pool.execute("import time\nwhile True:\n    time.sleep(0.05)")
     timer.join()
     assert time.monotonic() - started < 8
     assert pool_pids(pool) == before  # interrupted, not killed
     assert pool.run(all_reduce_sum, 0) == [1.0, 1.0]
+
+
+def test_ranks_that_ignore_an_interrupt_are_killed_and_the_line_says_so() -> None:
+    started: set[int] = set()
+
+    def interrupt_once_both_started(rank: int, stream: str, text: str) -> None:
+        started.update([rank] if "started" in text else [])
+        if started == {0, 1}:
+            started.add(-1)  # once
+            _thread.interrupt_main()  # what Ctrl-C / a kernel interrupt does
+
+    stubborn = "import time\nprint('started', flush=True)\nwhile True:\n    try:\n        time.sleep(0.05)\n"
+    stubborn += "    except KeyboardInterrupt:\n        pass\n"
+    with RankPool(2, devices="cpu", stop_grace=1.0, output=interrupt_once_both_started) as pool:
+        before = pool_pids(pool)
+        with pytest.raises(KeyboardInterrupt) as caught:
+            pool.execute(stubborn)
+        assert str(caught.value) == (
+            "interrupted 2 ranks; ranks 0, 1 did not stop within 1 s and were killed "
+            "(the next call starts a fresh pool)"
+        )
+        assert not wait_until_gone(before) and pool.status().state == "stopped"
 
 
 def test_timeout_stops_the_call(pool: RankPool) -> None:

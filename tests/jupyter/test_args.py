@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from uc_jupyter.jupyter.args import ArgumentError, Flag, Option, names_list, parse
+from uc_jupyter.jupyter.args import ArgumentError, Flag, HelpRequested, Option, names_list, parse
 
 SPEC = (
     Option("--to", choices=("spark", "pandas")),
@@ -45,3 +45,17 @@ def test_mistakes_are_one_line(line: str, message: str) -> None:
     with pytest.raises(ArgumentError) as caught:
         parse(line, SPEC)
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("line", ["--help", "-h", "main.ml.t --to pandas --help", "t --limit 3 -h --zzz"])
+def test_help_where_an_option_may_stand_asks_for_the_help(line: str) -> None:
+    with pytest.raises(HelpRequested):
+        parse(line, SPEC)
+
+
+def test_help_as_a_value_or_an_option_of_the_spec_is_not_a_help_request() -> None:
+    assert parse('t --to pandas --columns "-h"', SPEC)[1] == {"to": "pandas", "columns": ["-h"]}
+    with_h = (*SPEC, Option("-h", type=int, dest="height"))
+    assert parse("t -h 3", with_h)[1] == {"height": 3}
+    with pytest.raises(ArgumentError, match=r"unknown option --hepl; did you mean --help\?"):
+        parse("t --hepl", SPEC)

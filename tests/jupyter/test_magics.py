@@ -98,6 +98,20 @@ def test_volumes_as_loader_dataset_and_paths(shell: InteractiveShell, catalog: L
     assert sorted(Path(p).read_text() for p in paths) == sorted(f"document {i}" for i in range(0, 12, 2))
 
 
+def test_volumes_with_labels_include_and_exclude(shell: InteractiveShell, catalog: LocalCatalog) -> None:
+    pairs = shell.run_line_magic("uc_load", "/Volumes/main/ml/docs --labels folder --decode text --to dataset")
+    assert pairs.classes == ("cats", "dogs")  # --labels folder reads the class folders without --recursive
+    assert sorted(pairs) == sorted((f"document {i}", 1 - i % 2) for i in range(12))
+    picked = shell.run_line_magic(
+        "uc_load", "/Volumes/main/ml/docs --recursive --include 'cats/*,dogs/doc00*' --to paths"
+    )
+    assert sorted(Path(p).name for p in picked) == sorted([*(f"doc{i:02d}.txt" for i in range(1, 12, 2)), "doc00.txt"])
+    left = shell.run_line_magic("uc_load", "/Volumes/main/ml/docs/cats --exclude '*1.txt,*3.txt' --to dataset")
+    assert len(left) == 3 and left.skipped == 3  # doc01, doc11, doc03 left out
+    with pytest.raises(UsageError, match=r"^/Volumes/main/ml/docs holds no files at its top, only in sub-folders"):
+        shell.run_line_magic("uc_load", "/Volumes/main/ml/docs --decode text")
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [
@@ -153,6 +167,8 @@ def test_completion_of_names_paths_and_options(shell: InteractiveShell, catalog:
     assert "/Volumes/main/ml/docs/cats/doc01.txt" in completions(shell, "%uc_load /Volumes/main/ml/docs/cats/")
     assert completions(shell, "%uc_load main.ml.points --batch") == ["--batch-size"]
     assert completions(shell, "%uc_load main.ml.points --to pa") == ["pandas", "paths"]
+    assert completions(shell, "%uc_load /Volumes/main/ml/docs --labels f") == ["folder"]
+    assert completions(shell, "%uc_load /Volumes/main/ml/docs --inc") == ["--include"]
 
 
 def test_completion_shows_only_what_the_principal_may_use(shell: InteractiveShell, catalog: LocalCatalog) -> None:
@@ -186,7 +202,27 @@ def test_cell_output_can_be_limited_to_some_ranks(shell: InteractiveShell, capsy
 def test_an_error_on_one_rank_is_raised_with_its_traceback(shell: InteractiveShell) -> None:
     with pytest.raises(ZeroDivisionError) as caught:
         run(shell, "%%uc_distributed -n 2\nx = 1\nif rank == 1:\n    x = 1 / 0")
-    assert "[rank 1]     x = 1 / 0" in "\n".join(caught.value.__notes__)
+    report = caught.value.__notes__[-1].splitlines()  # plain Python prints it after the error
+    assert report == ["[rank 1] ZeroDivisionError: division by zero", report[1], "    x = 1 / 0"]
+    assert re.fullmatch(r'  File "<rank cell \d+>", line 3, in <module>', report[1])
+    assert caught.value._render_traceback_() == report  # type: ignore[attr-defined]  # what a notebook shows
+
+
+def test_verbose_is_a_config_trait_that_rank_errors_follow(shell: InteractiveShell) -> None:
+    from uc_jupyter.distributed.errors import verbose
+
+    magics = shell.magics_manager.registry["UCMagics"]
+    assert magics.verbose is False and not verbose()
+    shell.run_line_magic("config", "UCMagics.verbose = True")
+    try:
+        assert verbose()
+        with pytest.raises(ZeroDivisionError) as caught:
+            run(shell, "%%uc_distributed -n 2\nif rank == 1:\n    1 / 0")
+        assert not hasattr(caught.value, "_render_traceback_")  # IPython's own full traceback, then the note
+        assert "Traceback (most recent call last):" in caught.value.__notes__[-1]
+    finally:
+        shell.run_line_magic("config", "UCMagics.verbose = False")
+    assert not verbose()
 
 
 @pytest.mark.parametrize(
@@ -195,6 +231,8 @@ def test_an_error_on_one_rank_is_raised_with_its_traceback(shell: InteractiveShe
         ("-n 2", "x = 1\n%time y = 2", "line 2 ('%time y = 2') uses IPython syntax, which ranks cannot run"),
         ("-n 2", "!ls", "line 1 ('!ls') uses IPython syntax"),
         ("-n 2", "   ", "the cell is empty"),
+        ("-n 2", "x = 1\ny = = 2", "line 2 ('y = = 2'): invalid syntax"),
+        ("-n 2", "if x:\nprint(x)", "line 2 ('print(x)'): expected an indented block after 'if' statement on line 1"),
         ("-n 2 --gpus 2", "x = 1", "give either -n (ranks) or --gpus (GPU ranks), not both"),
         ("-n 0", "x = 1", "n must be a positive whole number of ranks, got 0"),
         ("-n 2 --push nothing_here", "x = 1", "--push nothing_here: no variable of that name in the notebook"),

@@ -21,7 +21,6 @@ from uc_jupyter.catalog.local import EscapesVolume, LocalCatalog
 from uc_jupyter.server import browse, handlers
 from uc_jupyter.server.browse import (
     BadRequest,
-    is_hidden,
     json_safe,
     list_catalogs,
     list_objects,
@@ -30,7 +29,6 @@ from uc_jupyter.server.browse import (
     pool_records,
     status_of,
     table_preview,
-    volume_entries,
 )
 
 
@@ -153,91 +151,6 @@ def test_a_preview_needs_select(shared: LocalCatalog) -> None:
         table_preview(shared, "/Volumes/main/ml/v1")
 
 
-@pytest.fixture
-def folder(catalog: LocalCatalog, tmp_path: Path) -> Path:
-    """Volume main.ml.files: b.txt (3 bytes), a/ and c/ folders, hidden and marker files, symlinks out of the
-    volume, inside it and nowhere."""
-    catalog.create_volume("main.ml.files")
-    root = _volume_folder(catalog, "main.ml.files")
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "b.txt").write_text("abc")
-    (root / "c" / "deeper").mkdir(parents=True)
-    (root / "a").mkdir()
-    (root / "a" / "inner.bin").write_bytes(b"\x00" * 10)
-    for hidden in (".DS_Store", "_SUCCESS", "_committed_1", "_started_1"):
-        (root / hidden).write_text("")
-    (root / ".cache").mkdir()
-    (tmp_path / "outside").mkdir()
-    (tmp_path / "outside" / "big").write_bytes(b"1" * 100)
-    (root / "escape").symlink_to(tmp_path / "outside")
-    (root / "escape.txt").symlink_to(tmp_path / "outside" / "big")
-    (root / "inside").symlink_to(root / "a")
-    (root / "broken").symlink_to(root / "gone")
-    return root
-
-
-def test_a_volume_folder_lists_folders_first_then_files_by_name(catalog: LocalCatalog, folder: Path) -> None:
-    listing = volume_entries(catalog, "/Volumes/main/ml/files")
-    assert listing["path"] == "/Volumes/main/ml/files" and "truncated" not in listing
-    assert listing["entries"] == [
-        {"name": "a", "path": "/Volumes/main/ml/files/a", "kind": "directory", "size": None},
-        {"name": "c", "path": "/Volumes/main/ml/files/c", "kind": "directory", "size": None},
-        {"name": "inside", "path": "/Volumes/main/ml/files/inside", "kind": "directory", "size": None},
-        {"name": "b.txt", "path": "/Volumes/main/ml/files/b.txt", "kind": "file", "size": 3},
-    ]  # hidden, Spark markers and symlinks out of the volume are left out
-    assert volume_entries(catalog, "/Volumes/main/ml/files/./a/")["entries"] == [
-        {"name": "inner.bin", "path": "/Volumes/main/ml/files/a/inner.bin", "kind": "file", "size": 10}
-    ]
-    assert volume_entries(catalog, "/Volumes/main/ml/files/c/deeper")["entries"] == []
-
-
-def test_a_big_folder_is_truncated(catalog: LocalCatalog, folder: Path) -> None:
-    many = folder / "many"
-    many.mkdir()
-    for i in range(browse.MAX_ENTRIES + 1):
-        (many / f"f{i:05d}").touch()
-    listing = volume_entries(catalog, "/Volumes/main/ml/files/many")
-    assert len(listing["entries"]) == browse.MAX_ENTRIES and listing["truncated"] is True
-    assert listing["entries"][-1]["name"] == f"f{browse.MAX_ENTRIES - 1:05d}"
-    assert volume_entries(catalog, "/Volumes/main/ml/files", limit=2)["entries"][1]["name"] == "c"
-
-
-@pytest.mark.parametrize(
-    ("path", "error", "status", "message"),
-    [
-        ("/Volumes/main/ml/files/../other", InvalidName, 400, "'..' may not climb out of the volume"),
-        ("/Volumes/main/ml/files/a/../../x", InvalidName, 400, "'..' may not climb out of the volume"),
-        ("/Volumes/main/ml/files//a", InvalidName, 400, "empty segment"),
-        ("main/ml/files", InvalidName, 400, "must start with '/Volumes/<catalog>/<schema>/<volume>'"),
-        ("/Volumes/main/ml", InvalidName, 400, "got 2 name part(s)"),
-        ("/Volumes/main/ml/files/escape", EscapesVolume, 400, "leads outside volume main.ml.files"),
-        (
-            "/Volumes/main/ml/files/b.txt",
-            NotADirectoryError,
-            400,
-            "/Volumes/main/ml/files/b.txt is a file, not a folder",
-        ),
-        ("/Volumes/main/ml/files/nope", NotFound, 404, "/Volumes/main/ml/files/nope does not exist"),
-        ("/Volumes/main/ml/filez", NotFound, 404, "volume main.ml.filez does not exist; did you mean main.ml.files?"),
-    ],
-)
-def test_bad_volume_paths(
-    catalog: LocalCatalog, folder: Path, path: str, error: type[Exception], status: int, message: str
-) -> None:
-    with pytest.raises(error) as raised:
-        volume_entries(catalog, path)
-    assert message in str(raised.value)
-    assert status_of(raised.value) == status
-
-
-def test_a_volume_folder_needs_read_volume(shared: LocalCatalog) -> None:
-    _volume_folder(shared, "main.ml.v2").mkdir(parents=True, exist_ok=True)
-    with shared.as_principal("alice"):
-        assert volume_entries(shared, "/Volumes/main/ml/v2")["entries"] == []
-        with pytest.raises(PermissionDenied, match="^alice lacks READ VOLUME on main.ml.v1$"):
-            volume_entries(shared, "/Volumes/main/ml/v1")
-
-
 def test_pool_records_keep_the_given_kernels_with_live_processes(isolated_home: Path) -> None:
     folder = isolated_home / "pools"
     folder.mkdir()
@@ -289,16 +202,6 @@ def test_status_of_maps_errors_to_http() -> None:
     assert status_of(FileNotFoundError("x")) == 404
     assert status_of(CatalogError("table main.ml.t: cannot open version 3")) == 500
     assert status_of(ValueError("x")) is None and status_of(KeyError("x")) is None
-
-
-def test_hidden_names() -> None:
-    assert [is_hidden(n) for n in (".git", "_started_9", "data_SUCCESS", "_SUCCESS.txt", "x")] == [
-        True,
-        True,
-        False,
-        False,
-        False,
-    ]
 
 
 def test_json_safe_leaves_plain_values_alone() -> None:

@@ -16,6 +16,7 @@ ROUTES = {
     "objects": {"schema": "main.ml"},
     "table": {"name": "main.ml.iris"},
     "volume": {"path": "/Volumes/main/ml/images"},
+    "load-line": {"source": "main.ml.iris"},
     "pools": {},
 }
 
@@ -83,10 +84,28 @@ def test_a_volume_folder_lists_folders_first_without_hidden_files_or_escapes(adm
         "kind": "directory",
         "size": None,
     }
-    assert root.body["entries"][3]["size"] > 0 and "truncated" not in root.body
+    assert root.body["entries"][3]["size"] > 0 and (root.body["total"], root.body["next"]) == (4, None)
     circle = admin_server.api("volume", path="/Volumes/main/ml/images/circle").body
     assert [e["name"] for e in circle["entries"]] == [f"circle_{i:05d}.png" for i in range(5)]
     assert all(e["kind"] == "file" and e["size"] > 0 for e in circle["entries"])
+
+
+def test_a_big_folder_comes_in_pages(admin_server: Server) -> None:
+    first = admin_server.api("volume", path="/Volumes/main/ml/images", limit="3")
+    assert (first.status, len(first.body["entries"]), first.body["total"]) == (200, 3, 4)
+    rest = admin_server.api("volume", path="/Volumes/main/ml/images", limit="3", after=first.body["next"]).body
+    assert [e["name"] for e in rest["entries"]] == ["labels.csv"] and rest["next"] is None
+
+
+def test_load_lines_for_a_table_and_the_image_volume(admin_server: Server) -> None:
+    assert admin_server.api("load-line", source="main.ml.iris").body == {
+        "source": "main.ml.iris",
+        "line": "df = %uc_load main.ml.iris --to pandas",
+    }
+    assert admin_server.api("load-line", source="/Volumes/main/ml/images").body == {
+        "source": "/Volumes/main/ml/images",
+        "line": "loader = %uc_load /Volumes/main/ml/images --recursive --decode image --labels folder",
+    }
 
 
 def test_a_principal_without_select_sees_the_table_unreadable_and_gets_403(alice_server: Server) -> None:
@@ -119,6 +138,12 @@ def test_a_principal_without_select_sees_the_table_unreadable_and_gets_403(alice
         ("volume", {"path": "/Volumes/main/ml/images/nope"}, 404, "/Volumes/main/ml/images/nope does not exist"),
         ("volume", {"path": "/Volumes/main/ml/images/100%"}, 404, "/Volumes/main/ml/images/100% does not exist"),
         ("volume", {"path": "/Volumes/main/ml/nope"}, 404, "volume main.ml.nope does not exist"),
+        ("volume", {"path": "/Volumes/main/ml/images", "limit": "0"}, 400, "limit must be an integer from 1 to 1000"),
+        ("volume", {"path": "/Volumes/main/ml/images", "after": "forged"}, 400, "after must be the 'next' token"),
+        ("load-line", {}, 400, "missing query parameter 'source' (e.g. ?source=main.ml.iris)"),
+        ("load-line", {"source": "main.ml.irsi"}, 404, "did you mean main.ml.iris?"),
+        ("load-line", {"source": "/Volumes/main/ml/images/nope"}, 404, "/Volumes/main/ml/images/nope does not exist"),
+        ("load-line", {"source": "/Volumes/main/ml/images/outside"}, 400, "leads outside volume main.ml.images"),
     ],
 )
 def test_bad_input_gets_a_status_and_a_one_line_message(

@@ -17,6 +17,7 @@ import comm
 import pytest
 from comm.base_comm import BaseComm
 
+import uc_jupyter.widgets.dashboard  # noqa: F401  imported here once: a first import inside a poll thread takes seconds
 from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot
 
 
@@ -138,7 +139,7 @@ def recorded_run(
     for step in range(int(seconds * per_second)):
         t = step / per_second  # exact multiples, so throttle boundaries are unambiguous
         for _ in range(2):
-            fetch.append(0.002 + 0.0005 * step)
+            fetch.append(0.0005 + 0.0005 * step)
             between.append(0.01)
         workers = [
             worker(rank, w, t, size, used=1_000_000 * (step + 1), budget=100_000_000, evictions=step // 10, hits=step)

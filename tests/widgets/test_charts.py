@@ -29,8 +29,8 @@ def count(png: bytes, color: str) -> int:
 def test_charts_are_small_pngs_and_deterministic() -> None:
     snap = snapshot(1.0, loop(0, 1.0, [0.01, 0.02, 0.5], [0.01, 0.01]), worker(0, 0, 1.0, 100))
     history = [HistoryPoint(1.0, 0.01, 0.02, 2), HistoryPoint(1.25, 0.03, 0.02, 1)]
-    assert pixels(shard_chart(snap)).shape == (200, 320, 3)  # 4 x 2.5 inches at 80 dpi
-    assert pixels(latency_chart(snap, history)).shape == (200, 448, 3)
+    assert pixels(shard_chart(snap)).shape == (280, 340, 3)  # 3.4 x 2.8 inches at 100 dpi
+    assert pixels(latency_chart(snap, history)).shape == (280, 580, 3)  # side by side: 920 px, a notebook's width
     assert shard_chart(snap) == shard_chart(snap)
     assert latency_chart(snap, history) == latency_chart(snap, history)
     assert latency_chart(snap, history) != latency_chart(snap)
@@ -59,7 +59,7 @@ def test_the_histogram_shows_every_bucket_with_batches() -> None:
     values a decade apart (the log-spaced buckets between them are empty)."""
 
     def bar_columns(png: bytes) -> list[int]:
-        left_panel = pixels(png)[:, :224]
+        left_panel = pixels(png)[:, :290]
         rgb = [int(COLORS["fetch"][i : i + 2], 16) for i in (1, 3, 5)]
         return [int(x) for x in np.flatnonzero(np.all(left_panel == rgb, axis=-1).any(axis=0))]
 
@@ -70,7 +70,7 @@ def test_the_histogram_shows_every_bucket_with_batches() -> None:
 
     one = bar_columns(latency_chart(snapshot(1.0, loop(0, 1.0, [0.01] * 2, []))))
     three = bar_columns(latency_chart(snapshot(1.0, loop(0, 1.0, [0.001, 0.01, 0.1] * 30, []))))
-    assert len(one) < 224 / 2  # not the whole panel
+    assert len(one) < 290 / 2  # not the whole panel
     assert groups(one) == 1
     assert groups(three) == 3
 

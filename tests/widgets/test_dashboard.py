@@ -6,6 +6,7 @@ import io
 import itertools
 import os
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -47,7 +48,7 @@ def test_first_update_shows_cache_throughput_latency_and_charts(comms: CommLog) 
     )
     assert p["p50"] < 0.012 < 0.15 < p["p99"]
     # 0.29 s waiting for data against 0.18 s of compute
-    assert "input-bound: the loop waited for data 62% of the time" in dashboard.hint_label.value
+    assert "input-bound: the loop waited for data 62% of the time" in dashboard.verdict_label.value
     assert dashboard.shard_label.value == "shards: 1 rank x 2 workers, 80 items"
     assert dashboard.flagged_ranks == ()
     assert bytes(dashboard.shard_image.value).startswith(PNG)
@@ -98,7 +99,7 @@ def test_latency_labels_hint_and_time_series_follow_a_recorded_run(comms: CommLo
     for snap in run:
         clock.set(snap.time)
         if dashboard.update(snap):
-            hints.append(dashboard.hint_label.value)
+            hints.append(dashboard.verdict_label.value)
     assert dashboard.flush() is True  # the last snapshot came 0.2 s after the last redraw: kept, now drawn
 
     last = run[-1]
@@ -108,7 +109,7 @@ def test_latency_labels_hint_and_time_series_follow_a_recorded_run(comms: CommLo
     )
     assert dashboard.throughput_label.value.startswith(f"{last.batches:,} batches, {last.samples_delivered:,} samples")
     # The fetch time grows past the 10 ms of compute: the hint turns from compute- to input-bound.
-    assert hints[0].startswith("compute-bound") and "input-bound" in hints[-1]
+    assert "<b>compute-bound: " in hints[0] and "<b>input-bound: " in hints[-1]
     # Windows between drawn snapshots add up to every batch, fetch means rise, compute stays at 10 ms.
     history = dashboard.history
     assert sum(point.batches for point in history) == last.batches
@@ -209,3 +210,18 @@ def test_only_the_process_that_made_it_may_update_it(comms: CommLog) -> None:
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="max_redraws must be positive, got 0"):
         LoaderDashboard(max_redraws=0)
+
+
+def test_skipped_files_verdict_and_advice_are_shown(comms: CommLog) -> None:
+    skipping = [replace(worker(0, w, 2.0, 40), skipped=n) for w, n in ((0, 1), (1, 2))]
+    snap = snapshot(2.0, loop(0, 2.0, [0.05] * 10, [0.01] * 9), *skipping)
+    dashboard = LoaderDashboard(clock=FakeClock(), cpus=2)
+    dashboard.update(snap)
+    assert dashboard.skipped_label.value == "3 files skipped (not images, or outside include/exclude)"
+    assert dashboard.verdict_label.value.startswith(f'<span style="color:{COLORS["uneven"]}"><b>input-bound: ')
+    assert dashboard.advice_label.value == (
+        '<ul style="margin:0 0 0 1.2em;padding:0"><li>raise num_workers to 2: data loads inside the training loop, '
+        "between its steps</li></ul>"
+    )
+    text = dashboard.text()
+    assert "3 files skipped" in text and "to do: raise num_workers to 2" in text

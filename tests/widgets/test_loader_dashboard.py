@@ -6,16 +6,20 @@ import io
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
+import torch
+from IPython.core.interactiveshell import InteractiveShell
 from PIL import Image
 
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.data import DataLoader, FileCache, UCVolumeDataset
 from uc_jupyter.telemetry.model import Snapshot
-from uc_jupyter.widgets import LoaderDashboard, monitor
+from uc_jupyter.widgets import LoaderDashboard, LoaderMonitor, monitor
 from uc_jupyter.widgets.charts import COLORS
 
 from .conftest import CommLog, FakeClock
@@ -102,4 +106,93 @@ def test_cache_evictions_reach_the_dashboard(catalog: LocalCatalog, comms: CommL
     dashboard = LoaderDashboard(clock=FakeClock())
     dashboard.update(snapshot)
     assert dashboard.cache_label.value.endswith(", hit rate 0%, 5 evictions")
-    assert dashboard.shard_label.value == "shards: 1 rank x 1 workers, 12 items"
+    assert dashboard.shard_label.value == "shards: 1 rank x 1 worker, 12 items"
+
+
+class FailsWhileFlagged(torch.utils.data.IterableDataset[int]):
+    """Items 0..59 split over the workers; while ``flag`` exists, the item 20 raises in its worker."""
+
+    def __init__(self, flag: Path) -> None:
+        self.flag = str(flag)
+
+    def __iter__(self) -> Iterator[int]:
+        info = torch.utils.data.get_worker_info()
+        first, step = (info.id, info.num_workers) if info is not None else (0, 1)
+        for item in range(first, 60, step):
+            if item == 20 and os.path.exists(self.flag):
+                raise ValueError(f"cannot decode item {item}")
+            yield item
+
+
+def test_a_pass_that_fails_in_a_worker_is_marked_and_the_next_pass_runs(
+    comms: CommLog, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flag = tmp_path / "fail"
+    flag.touch()
+    loader = DataLoader(FailsWhileFlagged(flag), batch_size=2, num_workers=2, monitor=True, mlflow=False)
+    clock, shown = FakeClock(), []
+    watch = LoaderMonitor(
+        loader.live_stats, title="DataLoader", interval=0.001, show_after=0.0, clock=clock, display=shown.append
+    )
+    loader.dashboard_monitor = watch
+
+    def train() -> None:
+        for _ in loader:
+            clock.advance(0.3)
+
+    with pytest.raises(ValueError, match="cannot decode item 20"):
+        train()
+    failed = "epoch 0: failed: ValueError: Caught ValueError in DataLoader worker process 0."
+    # The pass may have ended while its poll thread was still making the dashboard: it shows the end then.
+    eventually(lambda: watch.dashboard is not None and failed in watch.dashboard.status_label.value)
+    dashboard = watch.dashboard
+    assert dashboard is not None
+    assert COLORS["failed"] in dashboard.status_label.value
+
+    flag.unlink()  # the workers persist; the next pass reads every item
+    clock.advance(1.0)
+    assert sum(len(batch) for batch in loader) == 60
+    assert dashboard.status_label.value.endswith(">epoch 1: done</span>")
+    assert [record.state for record in watch.passes] == ["failed", "done"]
+    assert dashboard.throughput_label.value.startswith("epoch 1: 30 batches, 60 samples at ")
+    assert 'title="failed: ValueError: Caught ValueError' in dashboard.epochs_table.value
+    assert shown == [dashboard.widget]  # the same one dashboard for both passes
+    assert watch.error is None and "telemetry failed" not in capsys.readouterr().err
+    wait_for_no_monitor_threads()
+
+
+def test_a_loop_body_that_raises_in_ipython_marks_the_pass_failed(comms: CommLog) -> None:
+    shell = InteractiveShell.instance()
+    try:
+        loader = DataLoader(list(range(40)), batch_size=4, num_workers=0, monitor=True, mlflow=False)
+        shown: list[Any] = []
+        watch = LoaderMonitor(
+            loader.live_stats, interval=600.0, show_after=0.0, clock=FakeClock(), display=shown.append
+        )
+        loader.dashboard_monitor = watch
+        shell.user_ns["loader"] = loader
+        result = shell.run_cell("for i, batch in enumerate(loader):\n    if i == 3:\n        raise KeyError('label')")
+        assert isinstance(result.error_in_exec, KeyError)
+        assert [(p.label, p.state, p.error) for p in watch.passes] == [("epoch 0", "failed", "KeyError: 'label'")]
+        assert watch.dashboard is not None
+        assert "epoch 0: failed: KeyError: &#x27;label&#x27;" in watch.dashboard.status_label.value
+
+        # A break is no failure: the pass says where it stopped.
+        assert shell.run_cell("for i, batch in enumerate(loader):\n    if i == 5:\n        break").success
+        assert watch.passes[-1].status == "stopped after 6 batches"
+    finally:
+        InteractiveShell.clear_instance()
+
+
+def eventually(condition: Callable[[], bool], within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "not within 30 s"
+        threading.Event().wait(0.01)
+
+
+def wait_for_no_monitor_threads(within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while [t for t in threading.enumerate() if t.name == "uc_jupyter-monitor"]:
+        assert time.monotonic() < deadline, "a monitor thread outlived its pass"
+        threading.Event().wait(0.01)

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import subprocess
 import sys
 import textwrap
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from uc_jupyter.telemetry.model import Snapshot
-from uc_jupyter.widgets import monitor, widgets_can_render
+from uc_jupyter.testing.kernels import kernel_env, running_kernel
+from uc_jupyter.widgets import LoaderMonitor, monitor, widgets_can_render
+from uc_jupyter.widgets.charts import COLORS
 
 from .conftest import CommLog, FakeClock, recorded_run
 
@@ -111,6 +116,9 @@ def test_the_thread_stops_and_the_error_propagates_when_the_body_raises(comms: C
     assert monitor_threads() == []
     assert watch.dashboard is not None
     assert watch.dashboard.throughput_label.value.startswith(f"{run[-1].batches} batches")
+    assert watch.dashboard.status_label.value == (
+        f'<span style="color:{COLORS["failed"]}"><b>failed: KeyError: &#x27;boom&#x27;</b></span>'
+    )
 
 
 def test_work_that_ends_between_polls_after_show_after_still_shows_its_end_state(comms: CommLog) -> None:
@@ -119,7 +127,7 @@ def test_work_that_ends_between_polls_after_show_after_still_shows_its_end_state
     with monitor(source, interval=600.0, show_after=1.0, clock=clock, display=display) as m:
         clock.set(1.2)  # the thread sleeps for minutes: only the exit can show it
     assert m.dashboard is not None and display.shown == [m.dashboard.widget]
-    assert source.calls == 2  # shown filled, then the final update (unchanged: nothing sent twice)
+    assert source.calls == 1  # the end state, drawn once, before it appeared
 
 
 def test_without_a_kernel_a_summary_is_printed_at_the_end(capsys: pytest.CaptureFixture[str]) -> None:
@@ -141,7 +149,9 @@ def test_without_a_kernel_a_summary_is_printed_at_the_end(capsys: pytest.Capture
     assert monitor_threads() == []  # no thread at all without widgets
 
 
-def test_a_failing_source_warns_once_and_leaves_the_work_alone(comms: CommLog) -> None:
+def test_a_failing_source_gives_one_notice_and_leaves_the_work_alone(
+    comms: CommLog, capsys: pytest.CaptureFixture[str]
+) -> None:
     clock, display = FakeClock(), Display()
 
     def broken() -> Snapshot:
@@ -155,8 +165,10 @@ def test_a_failing_source_warns_once_and_leaves_the_work_alone(comms: CommLog) -
             wait_for(lambda: watch.error is not None)
             return "done"
 
-    with pytest.warns(RuntimeWarning, match=r"monitor 'x': telemetry failed .*OSError: telemetry queue closed"):
-        assert work() == "done"
+    assert work() == "done"
+    assert capsys.readouterr().err == (
+        "uc_jupyter monitor 'x': telemetry failed and live updates stopped: OSError: telemetry queue closed\n"
+    )
     assert monitor_threads() == []
     assert display.shown == []
 
@@ -171,9 +183,21 @@ def test_bad_arguments() -> None:
         pass
 
 
-def test_kernels_render_widgets_terminals_do_not() -> None:
-    """Real shells in a fresh interpreter: plain python, a terminal-style IPython shell, and an
-    in-process ipykernel, where monitor() displays the dashboard through IPython's own display."""
+# Runs in a real kernel: a monitor over a snapshot that is there at once, shown with no delay.
+KERNEL_CELL = """\
+from uc_jupyter.widgets import monitor, widgets_can_render
+from uc_jupyter.telemetry.model import Sample, Snapshot
+snap = Snapshot({(0, 0): Sample(rank=0, worker=0, seq=1, time=1.0, shard_size=5)}, time=1.0)
+with monitor(lambda: snap, show_after=0.0, interval=0.01) as m:
+    pass
+print(widgets_can_render(), m.shown)
+"""
+
+
+def test_kernels_render_widgets_terminals_do_not(tmp_path: Path) -> None:
+    """Real shells: plain python and a terminal-style IPython shell in a fresh interpreter, and a real
+    kernel (jupyter_client, as JupyterLab talks to it), where monitor() displays the dashboard through
+    IPython's own display."""
     script = textwrap.dedent(
         """
         import json, sys
@@ -183,38 +207,138 @@ def test_kernels_render_widgets_terminals_do_not() -> None:
         from IPython.core.interactiveshell import InteractiveShell
         InteractiveShell.instance()
         found["terminal"] = widgets_can_render()
-        InteractiveShell.clear_instance()
-        from ipykernel.inprocess.manager import InProcessKernelManager
-        manager = InProcessKernelManager()
-        manager.start_kernel()
-        client = manager.client()
-        client.start_channels()
-        client.execute(
-            "from uc_jupyter.widgets import monitor, widgets_can_render\\n"
-            "from uc_jupyter.telemetry.model import Sample, Snapshot\\n"
-            "snap = Snapshot({(0, 0): Sample(rank=0, worker=0, seq=1, time=1.0, shard_size=5)}, time=1.0)\\n"
-            "with monitor(lambda: snap, show_after=0.0, interval=0.01) as m:\\n"
-            "    pass\\n"
-            "print(widgets_can_render(), m.shown)\\n"
-        )
-        messages = client.iopub_channel.get_msgs()
-        found["kernel"] = [m["content"]["text"] for m in messages if m["msg_type"] == "stream"]
-        found["displayed"] = [
-            sorted(m["content"]["data"]) for m in messages if m["msg_type"] == "display_data"
-        ]
-        found["errors"] = [m["content"]["evalue"] for m in messages if m["msg_type"] == "error"]
         print(json.dumps(found))
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-Xfrozen_modules=off", "-c", script], capture_output=True, text=True, timeout=300, check=False
-    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.strip().splitlines()[-1])
-    assert found == {
-        "plain": False,
-        "terminal": False,
-        "kernel": ["True True\n"],
-        "displayed": [["application/vnd.jupyter.widget-view+json", "text/plain"]],
-        "errors": [],
-    }
+    assert found == {"plain": False, "terminal": False}
+    with running_kernel(env=kernel_env(), cwd=tmp_path, timeout=300) as kernel:
+        cell = kernel.run(KERNEL_CELL)
+    assert cell.streams == [("stdout", "True True\n")]
+    assert [sorted(data) for data in cell.displays] == [["application/vnd.jupyter.widget-view+json", "text/plain"]]
+    assert cell.errors == []
+
+
+# ------------------------------------------------------------------ one dashboard over a loader's passes
+
+
+def passes_of(run: list[Snapshot], cuts: list[int]) -> list[tuple[Snapshot, Snapshot]]:
+    """(start, end) snapshots of consecutive passes cut out of one cumulative run."""
+    return [(run[a], run[b]) for a, b in itertools.pairwise(cuts)]
+
+
+def test_one_dashboard_over_every_pass_with_per_epoch_and_cumulative_figures(comms: CommLog) -> None:
+    run = recorded_run(3.0)  # 60 cumulative snapshots, 2 batches each
+    clock, display = FakeClock(), Display()
+    watch = LoaderMonitor(Source(run), title="DataLoader", interval=0.001, show_after=0.0, clock=clock, display=display)
+    for epoch, (start, end) in enumerate(passes_of(run, [0, 20, 40, 59])):
+        clock.set(start.time)
+        watch.begin(f"epoch {epoch}", start)
+        clock.set(end.time)
+        watch.end(end)
+    dashboard = watch.dashboard
+    assert dashboard is not None
+    assert display.shown == [dashboard.widget]  # one dashboard, shown once (one cell)
+    assert dashboard.throughput_label.value.startswith("epoch 2: 38 batches, 1,216 samples at ")  # its own
+    assert dashboard.latency_label.value.startswith("epoch 2: fetch p50 ")
+    assert dashboard.status_label.value.endswith(">epoch 2: done</span>")
+    assert "in epoch 2 " in dashboard.verdict_label.value
+    table = dashboard.epochs_table.value
+    for label, batches in (("epoch 0", 40), ("epoch 1", 40), ("epoch 2", 38), ("all epochs", 118)):
+        assert re.search(rf"<td[^>]*>{label}</td><td[^>]*>[^<]*</td><td[^>]*>{batches}</td>", table), label
+    assert [p.state for p in watch.passes] == ["done"] * 3
+    assert monitor_threads() == []
+
+
+def test_a_failed_pass_is_marked_red_and_the_next_pass_is_not_affected(
+    comms: CommLog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = recorded_run(2.0)
+    clock, display = FakeClock(), Display()
+    watch = LoaderMonitor(Source(run), title="DataLoader", interval=0.001, show_after=0.0, clock=clock, display=display)
+    watch.begin("epoch 0", None)
+    clock.set(1.0)
+    watch.end(run[15], error=ValueError("Caught ValueError in DataLoader worker process 0.\nOriginal Traceback ..."))
+    dashboard = watch.dashboard
+    assert dashboard is not None
+    failed = "epoch 0: failed: ValueError: Caught ValueError in DataLoader worker process 0."
+    assert failed in dashboard.status_label.value and COLORS["failed"] in dashboard.status_label.value
+
+    watch.begin("epoch 1", run[15])
+    clock.set(2.0)
+    watch.end(run[-1])
+    assert dashboard.status_label.value.endswith(">epoch 1: done</span>")
+    assert COLORS["failed"] not in dashboard.status_label.value
+    assert f'title="failed: {failed.removeprefix("epoch 0: failed: ")}">failed</span>' in dashboard.epochs_table.value
+    assert [p.state for p in watch.passes] == ["failed", "done"]
+    assert display.shown == [dashboard.widget]
+    assert watch.error is None and capsys.readouterr().err == ""  # nothing about telemetry
+    assert monitor_threads() == []
+
+
+def test_a_poll_stuck_in_source_never_fails_the_next_pass(comms: CommLog, capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's report: a rerun after a failed pass stopped with 'TimeoutError: source() did not return
+    within 5 s'. A poll that hangs (here: the second call of source() blocks) must neither raise into
+    the end of its pass or the next one, nor draw its stale snapshot over a later pass's."""
+    run = recorded_run(2.0)
+    release, stuck = threading.Event(), threading.Event()
+    calls = [0]
+    position = [0]
+
+    def source() -> Snapshot:
+        calls[0] += 1
+        if calls[0] == 2:
+            stuck.set()
+            release.wait(WAIT)
+            return run[1]  # what it read before it hung: older than anything drawn since
+        return run[position[0]]
+
+    clock, display = FakeClock(), Display()
+    watch = LoaderMonitor(source, title="DataLoader", interval=0.001, show_after=0.0, clock=clock, display=display)
+    watch.begin("epoch 0", None)
+    assert stuck.wait(WAIT)
+    position[0] = 19
+    watch.end(run[19], error=KeyError("label"))  # does not wait for the stuck poll, raises nothing
+    dashboard = watch.dashboard
+    assert dashboard is not None and "epoch 0: failed: KeyError: &#x27;label&#x27;" in dashboard.status_label.value
+
+    position[0] = 30
+    watch.begin("epoch 1", run[19])
+
+    def live() -> bool:
+        clock.advance(1.0)  # past the redraw throttle each time
+        return str(dashboard.throughput_label.value).startswith("epoch 1: 22 batches")
+
+    wait_for(live)  # the new pass's polls draw again
+    release.set()  # the old poll returns its stale snapshot now
+    position[0] = len(run) - 1
+    watch.end(run[-1])
+    wait_for(lambda: monitor_threads() == [])
+    assert dashboard.throughput_label.value.startswith(f"epoch 1: {run[-1].batches - run[19].batches} batches")
+    assert dashboard.status_label.value.endswith(">epoch 1: done</span>")
+    assert watch.error is None and capsys.readouterr().err == ""
+
+
+def test_a_pass_still_open_when_the_next_begins_is_stopped(comms: CommLog) -> None:
+    run = recorded_run(1.0)
+    watch = LoaderMonitor(Source(run), interval=600.0, show_after=0.0, clock=FakeClock(), display=Display())
+    watch.begin("epoch 0", None)
+    watch.begin("epoch 1", run[10])  # the loop of epoch 0 was abandoned without a word
+    watch.end(run[-1])
+    assert [(p.label, p.status) for p in watch.passes] == [("epoch 0", "stopped after 22 batches"), ("epoch 1", "done")]
+
+
+def test_each_new_cell_shows_the_same_dashboard_again(comms: CommLog) -> None:
+    run = recorded_run(1.0)
+    cell, display = [1], Display()
+    watch = LoaderMonitor(
+        Source(run), interval=600.0, show_after=0.0, clock=FakeClock(), display=display, cell=lambda: cell[0]
+    )
+    for number in (1, 1, 2):
+        cell[0] = number
+        watch.begin(f"epoch {len(watch.passes)}", None)
+        watch.end(run[-1])
+    assert watch.dashboard is not None
+    assert display.shown == [watch.dashboard.widget, watch.dashboard.widget]  # cell 1, then cell 2

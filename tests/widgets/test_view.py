@@ -8,13 +8,13 @@ from types import ModuleType
 import pytest
 
 from uc_jupyter.telemetry.model import Histogram, Sample
-from uc_jupyter.widgets import charts, summary, view
+from uc_jupyter.widgets import advice, charts, passes, summary, units, view
 from uc_jupyter.widgets.view import HistoryPoint, fetch_share, shard_report, window
 
 from .conftest import loop, snapshot, worker
 
 
-@pytest.mark.parametrize("module", [view, charts], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [view, charts, advice, passes, units], ids=lambda m: m.__name__)
 def test_docstring_examples(module: ModuleType) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0
@@ -54,14 +54,14 @@ def test_fetch_share() -> None:
 def test_shard_reports() -> None:
     assert shard_report(snapshot(0.0)).text == "shards: no shard telemetry yet"
     one = shard_report(snapshot(0.0, worker(0, 0, 0.0, 7)))
-    assert (one.text, one.flagged_ranks) == ("shards: 1 rank x 1 workers, 7 items", ())
+    assert (one.text, one.flagged_ranks) == ("shards: 1 rank x 1 worker, 7 items", ())
     mixed = shard_report(snapshot(0.0, worker(0, 0, 0.0, 7), worker(0, 1, 0.0, 7), worker(1, 0, 0.0, 9)))
     assert mixed.ranks == {0: 14, 1: 9}
     assert mixed.text == "shards: 2 ranks, 9 to 14 items; uneven: rank 1 has 9 of 14"
     empty = shard_report(snapshot(0.0, worker(0, 0, 0.0, 7), worker(1, 0, 0.0, 0), worker(2, 0, 0.0, 0)))
     assert empty.flagged_ranks == (1, 2)
     assert empty.empty_workers == ((1, 0), (2, 0))
-    assert empty.text == "shards: 3 ranks x 1 workers, 0 to 7 items; empty: rank 1, rank 2"
+    assert empty.text == "shards: 3 ranks x 1 worker, 0 to 7 items; empty: rank 1, rank 2"
     # Workers of a rank one item apart are how partitioning splits a rank: not flagged.
     assert shard_report(snapshot(0.0, worker(0, 0, 0.0, 8), worker(0, 1, 0.0, 7))).flagged_ranks == ()
 
@@ -78,7 +78,8 @@ def test_summary_is_one_paragraph() -> None:
     )
     assert text == (
         "epoch 1: 100 batches, 6,400 samples at 1600 samples/s; fetch p50 869 us, p95 991 us, p99 56.2 ms; "
-        "input-bound: the loop waited for data 100% of the time; "
-        "cache 5.00 MB of 10.0 MB (50%), hit rate 90%, 0 evictions; shards: 1 rank x 1 workers, 3,200 items."
+        "input-bound: the loop waited for data 100% of the time (over 10%: data loading holds training back); "
+        "to do: raise num_workers to 4: data loads inside the training loop, between its steps; "
+        "cache 5.00 MB of 10.0 MB (50%), hit rate 90%, 0 evictions; shards: 1 rank x 1 worker, 3,200 items."
     )
     assert "\n" not in text

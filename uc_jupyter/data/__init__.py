@@ -13,6 +13,7 @@ from uc_jupyter.lazy import lazy_attributes
 __all__ = [
     "BatchTiming",
     "DataLoader",
+    "DecodeError",
     "FileCache",
     "UCTableDataset",
     "UCVolumeDataset",
@@ -26,6 +27,7 @@ __all__ = [
 _HOMES = {
     "BatchTiming": "uc_jupyter.data.loader",
     "DataLoader": "uc_jupyter.data.loader",
+    "DecodeError": "uc_jupyter.data.decode",
     "FileCache": "uc_jupyter.data.cache",
     "UCTableDataset": "uc_jupyter.data.table_dataset",
     "UCVolumeDataset": "uc_jupyter.data.volume_dataset",

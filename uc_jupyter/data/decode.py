@@ -10,6 +10,12 @@ checked. Chains made with :func:`map_paths`, and ``functools.partial`` of a deco
 way; any other transform is given the path. A transform of your own can ask for the open file by
 having an attribute ``reads_files = True``.
 
+Image decoding reads image files only: :func:`map_paths` with :func:`decode_image` (and
+:func:`labelled_folder`, ``load(decode="image")``) leaves out files whose extension Pillow cannot
+open (``labels.csv`` beside the class folders) and counts them as skipped (``dataset.skipped``,
+``Sample.skipped``); a dataset made with ``include=`` keeps exactly what its patterns match. A file
+that still fails raises :class:`DecodeError` naming its ``/Volumes`` path and the decoder.
+
 Example:
     >>> from uc_jupyter.data import UCVolumeDataset, decode_image, labelled_folder, map_paths
     >>> images = map_paths(UCVolumeDataset("/Volumes/main/ml/images/circle"), decode_image)  # doctest: +SKIP
@@ -31,9 +37,95 @@ if TYPE_CHECKING:
 
     from uc_jupyter.data.volume_dataset import UCVolumeDataset
 
-__all__ = ["decode_bytes", "decode_image", "decode_text", "labelled_folder", "map_paths", "reads_files"]
+__all__ = [
+    "DecodeError",
+    "decode_bytes",
+    "decode_image",
+    "decode_text",
+    "decoder_name",
+    "is_image_file",
+    "labelled_folder",
+    "map_paths",
+    "reads_files",
+]
 
 Source = str | os.PathLike[str] | IO[bytes]  # a path, or a binary file open for reading
+
+
+class DecodeError(ValueError):
+    """A file could not be decoded; the message names its ``/Volumes`` path and the decoder."""
+
+
+def from_worker(error: DecodeError) -> DecodeError | None:
+    """The error a DataLoader worker raised, out of torch's re-raise of it (whose message is the
+    worker's whole traceback); None when ``error`` is not such a re-raise.
+
+    Example:
+        >>> wrapped = DecodeError("Caught DecodeError in DataLoader worker process 0.\\nOriginal Traceback "
+        ...     "(most recent call last):\\n  ...\\nuc_jupyter.data.decode.DecodeError: /Volumes/c/s/v/a.csv: bad")
+        >>> str(from_worker(wrapped)), from_worker(DecodeError("/Volumes/c/s/v/a.csv: bad"))
+        ('/Volumes/c/s/v/a.csv: bad', None)
+    """
+    text = str(error)
+    if not text.startswith("Caught DecodeError in DataLoader worker"):
+        return None
+    marker = "DecodeError: "
+    last = text.rstrip().splitlines()[-1]
+    at = last.find(marker)
+    return DecodeError(last[at + len(marker) :]) if at >= 0 else None
+
+
+def is_image_file(relative: str) -> bool:
+    """Whether a file's extension is one Pillow opens (case-insensitive).
+
+    Example:
+        >>> is_image_file("circle/a.PNG"), is_image_file("labels.csv")
+        (True, False)
+    """
+    dot = relative.rfind(".")
+    return dot > relative.rfind("/") and relative[dot:].lower() in _image_extensions()
+
+
+@functools.cache
+def _image_extensions() -> frozenset[str]:
+    # Pillow's own table, narrowed to formats it can open (it also lists save-only ones, e.g. .pdf).
+    from PIL import Image
+
+    Image.init()
+    return frozenset(ext.lower() for ext, kind in Image.registered_extensions().items() if kind in Image.OPEN)
+
+
+def decoder_name(transform: Callable[..., Any]) -> str:
+    """How an error names a transform: ``decode_image``, ``decode_text(encoding='latin-1')``, a
+    function's name, or a chain's steps joined by ``then``.
+
+    Example:
+        >>> decoder_name(functools.partial(decode_text, encoding="latin-1"))
+        "decode_text(encoding='latin-1')"
+    """
+    if isinstance(transform, _Then):
+        return f"{decoder_name(transform.first)} then {decoder_name(transform.second)}"
+    if isinstance(transform, functools.partial):
+        given = [repr(a) for a in transform.args] + [f"{k}={v!r}" for k, v in transform.keywords.items()]
+        return f"{decoder_name(transform.func)}({', '.join(given)})"
+    return str(getattr(transform, "__qualname__", None) or type(transform).__name__)
+
+
+def decodes_images(transform: Callable[..., Any] | None) -> bool:
+    """Whether ``transform`` starts with :func:`decode_image` (a partial or a chain of one)."""
+    while isinstance(transform, (functools.partial, _Then)):
+        transform = transform.func if isinstance(transform, functools.partial) else transform.first
+    return transform is decode_image
+
+
+def built_in(transform: Callable[..., Any]) -> bool:
+    """Whether every step of ``transform`` is one of this module's decoders: their failures are
+    Pillow's or the codec's, whose frames and local paths tell a user nothing."""
+    if isinstance(transform, _Then):
+        return built_in(transform.first) and built_in(transform.second)
+    while isinstance(transform, functools.partial):
+        transform = transform.func
+    return any(transform is decoder for decoder in _FILE_DECODERS)
 
 
 class _Then:
@@ -82,6 +174,8 @@ def map_paths(dataset: UCVolumeDataset, fn: Callable[[Any], Any]) -> UCVolumeDat
         raise TypeError(f"map_paths needs a callable, got {type(fn).__name__}")
     mapped = copy.copy(dataset)
     mapped.transform = fn if dataset.transform is None else _Then(dataset.transform, fn)
+    if decodes_images(mapped.transform) and not dataset.include:
+        mapped._keep_only(is_image_file, "image files")
     return mapped
 
 
@@ -115,17 +209,24 @@ def decode_bytes(source: Source) -> bytes:
 _FILE_DECODERS: tuple[Callable[..., Any], ...] = (decode_image, decode_text, decode_bytes)
 
 
-def labelled_folder(path: str, decode: Callable[[str], Any] = decode_image, **options: Any) -> UCVolumeDataset:
+def labelled_folder(path: str, decode: Callable[[str], Any] | None = decode_image, **options: Any) -> UCVolumeDataset:
     """A dataset of ``(decode(file), label)`` from a folder with one sub-folder per class.
 
-    Labels number the class folders in sorted order; ``dataset.classes`` names them. ``options``
-    go to :class:`UCVolumeDataset` (``shuffle=True``, ``include="*.png"``, ...), all but those this
-    function sets itself.
+    Labels number the class folders in sorted order; ``dataset.classes`` names them. Files beside
+    the class folders are skipped, and so are files that are not images when ``decode`` is
+    :func:`decode_image` (unless ``include=`` says which to read). ``decode=None`` yields
+    ``(local path, label)``. ``options`` go to :class:`UCVolumeDataset` (``shuffle=True``,
+    ``include="*.png"``, ...), all but those this function sets itself.
+
+    Example:
+        >>> pairs = labelled_folder("/Volumes/main/ml/images", shuffle=True)  # doctest: +SKIP
+        >>> pairs.classes, pairs.skipped                                       # doctest: +SKIP
+        (('circle', 'square', 'triangle'), 1)
     """
     from uc_jupyter.data.volume_dataset import UCVolumeDataset
 
-    if not callable(decode):
-        raise TypeError(f"invalid decode {decode!r}: give a function (a callable) such as decode_image")
+    if decode is not None and not callable(decode):
+        raise TypeError(f"invalid decode {decode!r}: give a function (a callable) such as decode_image, or None")
     fixed = sorted({"recursive", "label_by", "transform"} & set(options))
     if fixed:
         raise TypeError(f"labelled_folder sets {fixed[0]} itself; leave it out (map_paths adds a transform)")

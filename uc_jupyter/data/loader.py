@@ -1,13 +1,16 @@
 """``DataLoader``: torch's DataLoader with tuned defaults, per-batch timing, telemetry, MLflow and resume.
 
-Defaults (any argument you give wins): ``num_workers=6`` (clamped, with one warning, to the CPUs
+Defaults (any argument you give wins): ``num_workers=6`` (clamped, with one notice line, to the CPUs
 this process may use), ``prefetch_factor=4`` and ``persistent_workers=True`` when there are
 workers. For every batch the training loop receives, the loader records how long the loop waited
 in ``next()`` (fetch time), the time since the previous ``next()`` returned (compute time), the
 batch size and the worker that produced it; hooks get each record, ``stats()`` a snapshot, and an
 active MLflow run the aggregates (every pass's own window logged before the pass ends, see
 :mod:`uc_jupyter.telemetry.mlflow_sink`). Workers publish their cache and shard counters as
-cumulative telemetry samples at most 10 times a second over a queue that never blocks them.
+cumulative telemetry samples at most 10 times a second over a queue that never blocks them, and
+each pass's last counters through shared memory, so the snapshot at a pass's end (``stats()``, the
+MLflow point, a rank's telemetry to the kernel) holds every file of the pass, however loaded the
+machine (see :mod:`uc_jupyter.data.loader_workers`).
 
 The loader tells the dataset's streams which batches the loop has moved past (per worker, in
 shared memory; see :mod:`uc_jupyter.data.consumer`), so a path a :class:`UCVolumeDataset` hands
@@ -30,10 +33,9 @@ import inspect
 import os
 import sys
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.utils.data
@@ -41,21 +43,26 @@ import torch.utils.data
 from uc_jupyter.data import consumer
 from uc_jupyter.data import options as opt
 from uc_jupyter.data.consumer import Progress
+from uc_jupyter.data.decode import DecodeError, from_worker
 from uc_jupyter.data.grid import current_rank, stream_name
-from uc_jupyter.data.loader_workers import ReportingCollate, WorkerInit, dataset_sample
+from uc_jupyter.data.loader_workers import FinalSamples, ReportingCollate, WorkerInit, dataset_sample
 from uc_jupyter.data.partition import Grid
 from uc_jupyter.data.torch_tasks import delivered_worker, outstanding, tasks
+from uc_jupyter.notices import notice
 from uc_jupyter.telemetry import uplink
 from uc_jupyter.telemetry.collector import Collector
 from uc_jupyter.telemetry.mlflow_sink import MlflowSink
 from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot
+
+if TYPE_CHECKING:
+    from uc_jupyter.widgets.monitor import LoaderMonitor
 
 __all__ = ["BatchTiming", "DataLoader"]
 
 DEFAULT_WORKERS = 6
 DEFAULT_PREFETCH = 4
 _TELEMETRY_QUEUE_SIZE = 1024
-_warned_clamp = False
+_CLAMP_NOTICE = "uc_jupyter.data.loader: workers clamped"  # said once per process
 
 
 @dataclass(frozen=True)
@@ -74,8 +81,10 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
     """A drop-in ``torch.utils.data.DataLoader`` with tuned defaults, timing hooks and exact resume.
 
     Takes torch's arguments, plus ``mlflow=False`` to keep it from logging to an active MLflow run and
-    ``monitor=True`` to show the live dashboard (cache fill, shard sizes, fetch latency) while a pass
-    runs longer than a second (a text summary where widgets cannot render). Counts and flags are
+    ``monitor=True`` to show the live dashboard (verdict and what to change, per-epoch figures, cache
+    fill, shard sizes, fetch latency) once a pass runs longer than a second: one dashboard over all
+    the loader's passes (``loader.dashboard_monitor``, a :class:`~uc_jupyter.widgets.LoaderMonitor`),
+    a text summary per pass where widgets cannot render. Counts and flags are
     checked as :mod:`uc_jupyter.data.options` says (``shuffle="no"``, ``batch_size=0``,
     ``num_workers=1.5``, ``prefetch_factor=0`` are one-line errors, never coerced).
 
@@ -104,7 +113,11 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         self._mlflow: MlflowSink | None = None
         self._log_to_mlflow = mlflow
         self.monitor = monitor
+        # The one dashboard of all monitored passes, made by the first; set your own LoaderMonitor
+        # before iterating to choose where and when it shows.
+        self.dashboard_monitor: LoaderMonitor | None = None
         self._queue: Any = None
+        self._finals: FinalSamples | None = None
         self._inner: Iterator[Any] | None = None
         # Which batches the loop has moved past, per pass and worker: a stream keeps each file it
         # handed out pinned (its path valid) until then (see uc_jupyter.data.consumer).
@@ -112,7 +125,8 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         self._progress = Progress(self.num_workers, self.batch_size or 1, shared=context)
         if context is not None:
             self._queue = context.Queue(maxsize=_TELEMETRY_QUEUE_SIZE)
-            self.worker_init_fn = WorkerInit(self.worker_init_fn, self._queue, self._rank, self._progress)
+            self._finals = FinalSamples(context, self.num_workers)
+            self.worker_init_fn = WorkerInit(self.worker_init_fn, self._queue, self._rank, self._progress, self._finals)
             self.collate_fn = ReportingCollate(self.collate_fn)
 
     # ---------------------------------------------------------------- iteration
@@ -135,17 +149,45 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         return self._monitored(timed, epoch) if self.monitor else timed
 
     def _monitored(self, inner: Iterator[Any], epoch: int) -> Iterator[Any]:
-        from uc_jupyter.widgets.monitor import monitor
+        """The pass as one pass of the loader's one dashboard: begun, then done, stopped or failed."""
+        if self.dashboard_monitor is None:
+            from uc_jupyter.widgets.monitor import LoaderMonitor
 
-        with monitor(self.live_stats, title=f"DataLoader, epoch {epoch}"):
+            self.dashboard_monitor = LoaderMonitor(self.live_stats, title=_monitor_title(self.dataset))
+        watch = self.dashboard_monitor
+        watch.begin(f"epoch {epoch}", self._final_stats())
+        try:
             yield from inner
+        except GeneratorExit:
+            # The loop left the pass (a break, an abandoned iterator, its body raised; then IPython
+            # marks it failed at the cell's end). The timed pass drained the workers on its way out.
+            watch.end(self._collector.snapshot(), stopped=True)
+            raise
+        except BaseException as error:
+            watch.end(self._final_stats(), error=error)
+            raise
+        watch.end(self._final_stats())
+
+    def _final_stats(self) -> Snapshot:
+        """stats(), or what the collector has if the iterator is too broken to be asked (a failed pass)."""
+        try:
+            return self.stats()
+        except Exception:
+            return self._collector.snapshot()
 
     def live_stats(self) -> Snapshot:
         """The newest snapshot, safe to call from another thread while the loop runs (a dashboard's):
         it collects waiting worker samples but leaves the loop's own bookkeeping alone."""
+        self._collect_workers()
+        return self._collector.snapshot()
+
+    def _collect_workers(self) -> None:
+        """Take the workers' samples waiting in the queue, then their final ones (which are newer)."""
         if self._queue is not None:
             self._collector.drain(self._queue)
-        return self._collector.snapshot()
+        if self._finals is not None:
+            for sample in self._finals.read():
+                self._collector.offer(sample)
 
     def _timed(self, inner: Iterator[Any], epoch: int) -> Iterator[Any]:
         self._inner = inner
@@ -163,6 +205,12 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
                     batch = next(inner)
                 except StopIteration:
                     break
+                except DecodeError as error:
+                    plain = from_worker(error)  # torch's re-raise holds the worker's traceback in its message
+                    if plain is None:
+                        raise
+                    # A transform of one's own keeps that traceback as the cause; Pillow's is noise.
+                    raise plain from (error if "direct cause" in str(error) else None)
                 finally:
                     if own is not None:
                         consumer.restore(bound)
@@ -217,8 +265,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         if not force and now < self._fetch.next_drain:
             return False
         self._fetch.next_drain = now + 0.1
-        if self._queue is not None:
-            self._collector.drain(self._queue)
+        self._collect_workers()
         depths = outstanding(self._inner, self.num_workers)
         self._collector.offer(self._fetch.sample(self._rank, now, self._started, depths))
         if self.num_workers == 0:
@@ -367,6 +414,13 @@ class _Accumulator:
         )
 
 
+def _monitor_title(dataset: Any) -> str:
+    """'DataLoader over /Volumes/main/ml/images' (or a table's name) when the dataset says what it reads."""
+    listing = getattr(dataset, "listing", None)  # a UCVolumeDataset's, made when it was built
+    source = getattr(listing, "volume_path", None) or getattr(dataset, "name", None)
+    return f"DataLoader over {source}" if isinstance(source, str) and source else "DataLoader"
+
+
 def _check_dataset(dataset: Any) -> None:
     if isinstance(dataset, torch.utils.data.Dataset):
         return
@@ -386,16 +440,14 @@ def _check_arguments(dataset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 
 
 def _apply_defaults(kwargs: dict[str, Any]) -> None:
-    global _warned_clamp
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if "num_workers" not in kwargs:
         kwargs["num_workers"] = min(DEFAULT_WORKERS, cpus)
-        if cpus < DEFAULT_WORKERS and not _warned_clamp:
-            _warned_clamp = True
-            warnings.warn(
+        if cpus < DEFAULT_WORKERS:
+            notice(
                 f"uc_jupyter DataLoader: using {cpus} workers instead of {DEFAULT_WORKERS} (this process may use "
                 f"{cpus} CPUs); pass num_workers= to choose",
-                stacklevel=3,
+                key=_CLAMP_NOTICE,
             )
     if kwargs["num_workers"] > 0:
         kwargs.setdefault("prefetch_factor", DEFAULT_PREFETCH)

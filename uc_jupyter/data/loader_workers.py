@@ -6,6 +6,12 @@ blocks on) and the loop's progress as the consumer of the worker's copy of the d
 dataset's streams keep each file they hand out until the loop has moved past its batch (see
 :mod:`uc_jupyter.data.consumer`). The collate wrapper nudges the publisher after each batch.
 
+A pass's last counters do not take the queue: a queue's items reach the loop through a feeder
+thread, which on a loaded machine runs after the worker has already sent its last batch, so the loop
+would end its pass without them. They are written into the worker's slot of :class:`FinalSamples`,
+shared memory, before the worker's stream returns; the loop reads the slots once the workers' last
+batches are in, so a pass's snapshot is whole whatever the load.
+
 Example:
     >>> loader.worker_init_fn = WorkerInit(user_init, queue, rank=0, progress=progress)  # doctest: +SKIP
     >>> loader.collate_fn = ReportingCollate(loader.collate_fn)                          # doctest: +SKIP
@@ -13,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,18 +32,88 @@ from uc_jupyter.telemetry import producer
 from uc_jupyter.telemetry.model import Sample
 from uc_jupyter.telemetry.reporter import Reporter
 
-__all__ = ["ReportingCollate", "WorkerInit", "dataset_sample"]
+__all__ = ["FinalSamples", "ReportingCollate", "WorkerInit", "dataset_sample"]
+
+_SLOT_BYTES = 4096  # a pickled worker Sample is about 700 bytes
+_LOCK_SECONDS = 1.0  # held for microseconds; longer means its holder died holding it
+
+
+class FinalSamples:
+    """One shared-memory slot per worker for the last sample of its latest pass.
+
+    Written by the worker (synchronously, before its stream returns), read by the loop; one lock
+    for every slot, taken once per pass by each worker and by each of the loop's collections.
+
+    Example:
+        >>> import multiprocessing
+        >>> slots = FinalSamples(multiprocessing.get_context("spawn"), workers=2)
+        >>> slots.write(1, Sample(rank=0, worker=1, seq=5, time=0.0, files=3))
+        True
+        >>> [s.files for s in slots.read()]
+        [3]
+    """
+
+    def __init__(self, context: Any, workers: int) -> None:
+        self._data = context.Array("B", workers * _SLOT_BYTES)  # synchronized: has its own lock
+        self._lengths = context.RawArray("q", workers)
+        self._seen = [0] * workers  # the loop's side: each slot's version last read (its length + seq)
+        self._versions = context.RawArray("q", workers)
+        self._broken = False  # the loop's side: the lock was once found held for good
+
+    def write(self, worker: int, sample: Sample) -> bool:
+        """Keep ``sample`` as worker ``worker``'s latest; False when it does not fit (then it goes by queue)."""
+        raw = pickle.dumps(sample, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(raw) > _SLOT_BYTES:
+            return False
+        start = worker * _SLOT_BYTES
+        lock = self._data.get_lock()
+        if not lock.acquire(timeout=_LOCK_SECONDS):
+            return False
+        try:
+            self._data.get_obj()[start : start + len(raw)] = raw
+            self._lengths[worker] = len(raw)
+            self._versions[worker] += 1
+        finally:
+            lock.release()
+        return True
+
+    def read(self) -> list[Sample]:
+        """The slots written since the last read (in the loop's process); none when the lock is held
+        past a second (a worker killed while writing holds it for ever: the loop must not hang)."""
+        found: list[Sample] = []
+        lock = self._data.get_lock()
+        if self._broken or not lock.acquire(timeout=_LOCK_SECONDS):
+            self._broken = True  # asked again, it would cost every collection a second
+            return found
+        try:
+            for worker, version in enumerate(self._versions):
+                if version == self._seen[worker]:
+                    continue
+                self._seen[worker] = version
+                start = worker * _SLOT_BYTES
+                found.append(pickle.loads(bytes(self._data.get_obj()[start : start + self._lengths[worker]])))
+        finally:
+            lock.release()
+        return found
 
 
 class WorkerInit:
     """Runs in each worker: installs its telemetry publisher and the loop's progress as the consumer
     of the worker's dataset, then the user's worker_init_fn."""
 
-    def __init__(self, user: Callable[[int], None] | None, queue: Any, rank: int, progress: Progress) -> None:
-        self.user, self.queue, self.rank, self.progress = user, queue, rank, progress
+    def __init__(
+        self,
+        user: Callable[[int], None] | None,
+        queue: Any,
+        rank: int,
+        progress: Progress,
+        finals: FinalSamples | None = None,
+    ) -> None:
+        self.user, self.queue, self.rank, self.progress, self.finals = user, queue, rank, progress, finals
 
     def __call__(self, worker_id: int) -> None:
-        producer.install(_WorkerPublisher(Reporter(self.queue.put_nowait), self.rank, worker_id))
+        reporter = Reporter(self.queue.put_nowait)
+        producer.install(_WorkerPublisher(reporter, self.rank, worker_id, self.finals))
         info = torch.utils.data.get_worker_info()
         if info is not None:  # the worker's own copy of the dataset: the only one its streams see
             consumer.install(info.dataset, self.progress.consumer(worker_id))
@@ -45,10 +122,11 @@ class WorkerInit:
 
 
 class _WorkerPublisher:
-    """Publishes the worker's dataset counters: when due after a batch, and at the end of a pass."""
+    """Publishes the worker's dataset counters: when due after a batch, and at the end of a pass
+    (into its final slot, falling back to the queue)."""
 
-    def __init__(self, reporter: Reporter, rank: int, worker: int) -> None:
-        self.reporter, self.rank, self.worker = reporter, rank, worker
+    def __init__(self, reporter: Reporter, rank: int, worker: int, finals: FinalSamples | None) -> None:
+        self.reporter, self.rank, self.worker, self.finals = reporter, rank, worker, finals
 
     def __call__(self, final: bool) -> None:
         info = torch.utils.data.get_worker_info()
@@ -60,7 +138,7 @@ class _WorkerPublisher:
 
         if final:
             sample = build()
-            if sample is not None:
+            if sample is not None and not (self.finals is not None and self.finals.write(self.worker, sample)):
                 self.reporter.publish(sample)
         else:
             self.reporter.maybe_publish(build)
@@ -105,6 +183,7 @@ def dataset_sample(dataset: Any, rank: int, worker: int) -> Sample | None:
         bytes_downloaded=s.bytes_downloaded,
         retries=s.retries,
         shard_size=s.shard_size,
+        skipped=s.skipped,
         padded=s.padded,
         dropped=s.dropped,
         cache_used_bytes=cache.used_bytes if cache else 0,

@@ -126,6 +126,16 @@ class LocalVolume:
             os.close(top)
         return files, skipped
 
+    def sub_folders(self) -> list[str]:
+        """The names of the real folders (no symlink) right inside the dataset's folder, hidden ones
+        (``.x``) left out: what a listing without ``recursive`` leaves out and one with it reads."""
+        top = self._open_folder()
+        try:
+            with os.scandir(top) as found:
+                return sorted(e.name for e in found if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
+        finally:
+            os.close(top)
+
     @staticmethod
     def _list_one(
         fd: int, base: str, recursive: bool, files: list[Entry], skipped: list[str], pending: list[str]

@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Grid", "OnUneven", "Shard", "epoch_order", "plan", "rank_share"]
+__all__ = ["Grid", "OnUneven", "Shard", "epoch_order", "plan", "rank_share", "skipped_share"]
 
 OnUneven = Literal["pad", "drop", "allow"]
 _POLICIES = ("pad", "drop", "allow")
@@ -106,3 +106,16 @@ def plan(
         padded=padded,
         dropped=dropped,
     )
+
+
+def skipped_share(skipped: int, grid: Grid) -> int:
+    """Stream ``grid``'s share of ``skipped`` items left out before partitioning, so that the shares
+    of every stream of every rank add up to ``skipped`` (telemetry sums them).
+
+    Example:
+        >>> [skipped_share(5, Grid(rank=r, world_size=2, worker=w, num_workers=2)) for r in (0, 1) for w in (0, 1)]
+        [2, 1, 1, 1]
+    """
+    streams = grid.world_size * grid.workers
+    index = grid.rank * grid.workers + grid.worker
+    return skipped // streams + (index < skipped % streams)

@@ -65,6 +65,7 @@ class Listing:
     url: str  # its storage URL
     files: tuple[RemoteFile, ...]
     digest: str = field(default="")  # identifies this exact listing (paths, sizes, versions)
+    skipped: int = 0  # files found but left out: not matching include/exclude, the decoder or the labels
 
     @property
     def total_bytes(self) -> int:
@@ -73,7 +74,8 @@ class Listing:
     def only(self, keep: Callable[[RemoteFile], bool]) -> Listing:
         """The listing narrowed to the files ``keep`` accepts (with its own digest)."""
         files = tuple(f for f in self.files if keep(f))
-        return Listing(self.volume_path, self.url, files, _digest(files))
+        left_out = self.skipped + len(self.files) - len(files)
+        return Listing(self.volume_path, self.url, files, _digest(files), skipped=left_out)
 
 
 @dataclass(frozen=True)
@@ -100,10 +102,14 @@ def list_volume(
     include: str | Sequence[str] | None = None,
     exclude: str | Sequence[str] | None = None,
     local: LocalVolume | None = None,
+    keep: Callable[[str], bool] | None = None,
+    kept: str = "matching files",
 ) -> Listing:
     """List the files of a /Volumes folder once, sorted, without hidden and Spark marker files.
 
-    ``include`` / ``exclude`` are glob patterns matched against the path below the folder. A local
+    ``include`` / ``exclude`` are glob patterns matched against the path below the folder; ``keep``
+    narrows further (``kept`` names what it keeps, for the error when nothing is left). Files left
+    out (hidden ones aside) are counted in ``Listing.skipped``. A local
     (``file://``) volume is listed without following symlinks (``local``: the folder to list, made
     from ``resolved`` when not given): symlinks and other entries that are not regular files are
     skipped, with one warning (see :mod:`uc_jupyter.data.local_volume`).
@@ -121,32 +127,71 @@ def list_volume(
     where = resolved.volume_path
     skipped: list[str] = []
     found: Sequence[tuple[str, int, str | None]]
+    folders: list[str] = []  # sub-folders a listing without recursive leaves out
     if st.is_local(resolved.url):
         from uc_jupyter.data.local_volume import LocalVolume
 
-        found, skipped = (local or LocalVolume.of(resolved)).entries(recursive=recursive)
+        local = local or LocalVolume.of(resolved)
+        found, skipped = local.entries(recursive=recursive)
+        if not recursive:
+            folders = local.sub_folders()
     else:
-        found = _remote_entries(resolved, recursive)
+        found = _remote_entries(resolved, recursive, folders)
 
     def wanted(relative: str) -> bool:
         if _hidden(relative):
             return False
         if includes and not any(fnmatch.fnmatchcase(relative, p) for p in includes):
             return False
+        if keep is not None and not keep(relative):
+            return False
         return not any(fnmatch.fnmatchcase(relative, p) for p in excludes)
 
     files = [RemoteFile(relative, size, version) for relative, size, version in found if wanted(relative)]
     _warn_skipped(where, sorted(r for r in skipped if wanted(r)))
     if not files:
-        what = "matching files" if includes or excludes else "files"
-        deeper = "" if recursive else " (pass recursive=True to include sub-folders)"
-        raise ValueError(f"{where} holds no {what} to read{deeper}")
+        what = kept if includes or excludes or keep else "files"
+        if not recursive:
+            # Only on the way to an error: is what the user wants one level down (class folders)?
+            deeper = sorted({r.split("/", 1)[0] for r, _, _ in _entries(resolved, True, local) if wanted(r)})
+            if deeper:
+                shown = ", ".join(deeper[:3]) + (", ..." if len(deeper) > 3 else "")
+                raise ValueError(
+                    f"{where} holds no {what} at its top, only in sub-folders ({shown}): "
+                    "add --recursive (recursive=True)"
+                )
+        raise ValueError(f"{where} holds no {what} to read")
     files.sort(key=lambda f: f.relative)
-    return Listing(where, resolved.url, tuple(files), _digest(files))
+    if folders:
+        from uc_jupyter.notices import notice
+
+        shown = ", ".join(folders[:3]) + (", ..." if len(folders) > 3 else "")
+        count = f"{len(files)} file" + ("s" if len(files) > 1 else "")
+        notice(
+            f"{where}: reading the {count} at its top only, not its sub-folders ({shown}): "
+            "add --recursive (recursive=True) to read them",
+            key=("sub-folders", where),
+        )
+    left_out = sum(1 for relative, _, _ in found if not _hidden(relative)) - len(files)
+    return Listing(where, resolved.url, tuple(files), _digest(files), skipped=left_out)
 
 
-def _remote_entries(resolved: ResolvedVolumePath, recursive: bool) -> list[tuple[str, int, str | None]]:
-    """``(path below the folder, size, version)`` of every file under the folder, through fsspec."""
+def _entries(
+    resolved: ResolvedVolumePath, recursive: bool, local: LocalVolume | None
+) -> Sequence[tuple[str, int, str | None]]:
+    """What a listing of the folder finds (local: without following symlinks), before any filter."""
+    if st.is_local(resolved.url):
+        from uc_jupyter.data.local_volume import LocalVolume
+
+        return (local or LocalVolume.of(resolved)).entries(recursive=recursive)[0]
+    return _remote_entries(resolved, recursive, [])
+
+
+def _remote_entries(
+    resolved: ResolvedVolumePath, recursive: bool, folders: list[str]
+) -> list[tuple[str, int, str | None]]:
+    """``(path below the folder, size, version)`` of every file under the folder, through fsspec;
+    the names of the sub-folders a listing without ``recursive`` met go into ``folders``."""
     fs, root = resolved.fs, resolved.path.rstrip("/")
     where = resolved.volume_path
     fs.invalidate_cache(root)  # a fresh listing: filesystems like s3fs keep listings around
@@ -161,11 +206,15 @@ def _remote_entries(resolved: ResolvedVolumePath, recursive: bool) -> list[tuple
     found: list[tuple[str, int, str | None]] = []
     prefix = _strip_protocol(fs, root).rstrip("/") + "/"
     for entry in entries:
-        if entry.get("type") == "directory":
-            continue
         name = _strip_protocol(fs, entry["name"])
+        if entry.get("type") == "directory":
+            below = name.rstrip("/")[len(prefix) :]
+            if not recursive and name.startswith(prefix) and below and not below.startswith("."):
+                folders.append(below)
+            continue
         if name.startswith(prefix):
             found.append((name[len(prefix) :], int(entry.get("size") or 0), _version(entry)))
+    folders.sort()
     return found
 
 

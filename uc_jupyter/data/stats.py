@@ -26,6 +26,7 @@ class StreamStats:
     padded: int = 0  # repeated items that even out this rank (on_uneven="pad")
     dropped: int = 0  # items trimmed from this rank (on_uneven="drop")
     shard_size: int = 0  # items this stream delivers per epoch
+    skipped: int = 0  # this stream's share of the files left out by the filters (they sum to the dataset's)
 
 
 @dataclass(frozen=True)
@@ -36,3 +37,4 @@ class DatasetStats:
     cache: CacheStats | None = None
     listed_files: int = 0
     listed_bytes: int = 0
+    skipped_files: int = 0  # found in the folder but left out (include/exclude, not images, beside classes)

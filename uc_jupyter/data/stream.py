@@ -31,7 +31,7 @@ import torch.utils.data
 
 from uc_jupyter.data import options as opt
 from uc_jupyter.data.grid import current_grid, stream_name
-from uc_jupyter.data.partition import Grid, OnUneven, Shard, plan
+from uc_jupyter.data.partition import Grid, OnUneven, Shard, plan, skipped_share
 from uc_jupyter.data.stats import StreamStats
 
 __all__ = ["Fingerprint", "PartitionedDataset"]
@@ -75,6 +75,10 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
         """(source, version) of the fingerprint."""
         raise NotImplementedError
 
+    def _skipped_count(self) -> int:
+        """Items of the source left out before partitioning (a volume's files that match no filter)."""
+        return 0
+
     def _stream(self, positions: npt.NDArray[np.int64], counters: _Counters, stream: str) -> Iterator[Any]:
         """Yield the items at ``positions``, counting what reaches the consumer with ``_count``."""
         raise NotImplementedError
@@ -116,6 +120,7 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
         stream = stream_name(grid.rank, grid.worker)
         skip = self._skip_for(stream, epoch)
         counters = self._record((grid.rank, grid.worker), shard, epoch, stream, skip)
+        counters.skipped = skipped_share(self._skipped_count(), grid)
         return self._stream(shard.indices[skip:], counters, stream)
 
     def items_in(self, element: Any) -> int:
@@ -242,6 +247,7 @@ class _Counters:
     padded: int = 0
     dropped: int = 0
     shard_size: int = 0
+    skipped: int = 0
 
     def freeze(self) -> StreamStats:
         return StreamStats(**asdict(self))

@@ -31,7 +31,7 @@ from uc_jupyter.catalog import storage as st
 from uc_jupyter.data import consumer
 from uc_jupyter.data import options as opt
 from uc_jupyter.data.cache import CachedFile, FileCache
-from uc_jupyter.data.decode import reads_files
+from uc_jupyter.data.decode import DecodeError, built_in, decoder_name, decodes_images, is_image_file, reads_files
 from uc_jupyter.data.downloads import MAX_PREFETCH, Downloads, ReaderDownloads, ThreadDownloads, Wanted
 from uc_jupyter.data.local_downloads import LocalDownloads
 from uc_jupyter.data.local_volume import LocalVolume
@@ -57,7 +57,8 @@ class UCVolumeDataset(PartitionedDataset):
     Args:
         path: a ``/Volumes/<catalog>/<schema>/<volume>/<folder>`` path (READ VOLUME is checked).
         recursive: include sub-folders.
-        include, exclude: glob patterns on the path below ``path`` (e.g. ``"*.png"``).
+        include, exclude: glob patterns on the path below ``path`` (e.g. ``"*.png"``); files left
+            out are counted in ``skipped``.
         shuffle, seed: one permutation per epoch from ``(seed, epoch)``, the same on every rank.
         cache: ``"auto"`` reads local ``file://`` volumes in place and caches everything else;
             ``"always"`` / ``"never"`` force either way.
@@ -67,7 +68,10 @@ class UCVolumeDataset(PartitionedDataset):
         on_uneven: ``"pad"`` (every rank yields the same count), ``"drop"`` or ``"allow"``.
         transform: applied to each local path in the stream; the file may vanish after it returns.
             The built-in decoders (:func:`~uc_jupyter.data.decode_image` ...) read a local volume's
-            file through the descriptor the dataset checked instead (see below).
+            file through the descriptor the dataset checked instead (see below). With
+            ``decode_image`` only image files are listed (unless ``include`` is given). A transform
+            that fails raises :class:`~uc_jupyter.data.decode.DecodeError` naming the file's
+            ``/Volumes`` path and the transform.
         label_by: ``"folder"`` yields ``(item, label)`` with labels numbering the first-level
             sub-folders in sorted order (``self.classes`` names them); files beside them are skipped.
         retry: how transient storage errors are retried (:class:`~uc_jupyter.data.remote.RetryPolicy`).
@@ -134,8 +138,8 @@ class UCVolumeDataset(PartitionedDataset):
         super().__init__(shuffle=shuffle, seed=seed, on_uneven=on_uneven)
         # Every option checked before the catalog is asked: a bad value is the same error for anyone.
         recursive = opt.flag("recursive", recursive)
-        opt.globs("include", include, allow_empty=False)
-        opt.globs("exclude", exclude)
+        self.include = opt.globs("include", include, allow_empty=False)
+        self.exclude = opt.globs("exclude", exclude)
         cache = opt.choice("cache", cache, ("auto", "always", "never"))
         cache_max_bytes = opt.maybe_whole_number("cache_max_bytes", cache_max_bytes, minimum=1)
         min_free_bytes = opt.maybe_whole_number("min_free_bytes", min_free_bytes)
@@ -157,9 +161,18 @@ class UCVolumeDataset(PartitionedDataset):
         self._local = st.is_local(resolved.url)
         # Local volumes: every listing, check and read walks from the volume's root, no symlink followed.
         self._volume: LocalVolume | None = LocalVolume.of(resolved) if self._local else None
+        # Images are decoded from image files only, unless include= says which files to read.
+        images = decodes_images(self.transform) and not self.include
         self.listing: Listing = list_volume(
-            resolved, recursive=recursive, include=include, exclude=exclude, local=self._volume
+            resolved,
+            recursive=recursive,
+            include=include,
+            exclude=exclude,
+            local=self._volume,
+            keep=is_image_file if images else None,
+            kept="image files" if images else "matching files",
         )
+        self.recursive = recursive
         self._root = resolved.path.rstrip("/")
         self._url = resolved.url
         # Kept so a forked DataLoader worker does not garbage-collect the parent's async client on
@@ -172,15 +185,13 @@ class UCVolumeDataset(PartitionedDataset):
         self._keep = cache != "never"
         self.prefetch = prefetch
         self.classes: tuple[str, ...] = ()
-        if label_by is not None:
+        self._label_index: dict[str, int] = {}
+        self._labelled = label_by is not None
+        if self._labelled:
             # Like an image-folder dataset: files beside the class folders (labels.csv) are skipped.
-            self.listing = self.listing.only(lambda f: "/" in f.relative)
-            if not self.listing.files:
-                raise ValueError(
-                    f"{self.listing.volume_path} has no class folders; label_by='folder' reads <folder>/<class>/<file>"
-                )
-            self.classes = tuple(sorted({f.relative.split("/", 1)[0] for f in self.listing.files}))
-        self._label_index = {name: i for i, name in enumerate(self.classes)}
+            self._keep_only(
+                lambda relative: "/" in relative, "class folders: label_by='folder' reads <folder>/<class>/<file>"
+            )
         self.retry = retry or RetryPolicy()
         self._cache_budget = (cache_max_bytes, min_free_bytes)
         self._cache_dir = cache_dir
@@ -194,6 +205,26 @@ class UCVolumeDataset(PartitionedDataset):
         # The cache keys of every file, made once here and shipped to workers (32 bytes a file).
         self._digests: bytes | None = None if self.in_place else _digests(self.listing)
 
+    @property
+    def skipped(self) -> int:
+        """Files of the folder left out: not matching ``include``/``exclude``, not images for
+        :func:`~uc_jupyter.data.decode_image`, or beside the class folders of ``label_by``."""
+        return self.listing.skipped
+
+    def _keep_only(self, keep: Callable[[str], bool], what: str) -> None:
+        """Narrow the listing to the files whose path below the folder ``keep`` accepts (the rest
+        count as skipped); ``what`` says what was kept, for the error when nothing is left."""
+        listing = self.listing.only(lambda f: keep(f.relative))
+        if not listing.files:
+            deeper = "" if self.recursive else "; add recursive=True (--recursive) to read its sub-folders"
+            raise ValueError(f"{listing.volume_path} holds no {what}{deeper}")
+        self.listing = listing
+        if self._labelled:  # labels number the class folders that hold files still read
+            self.classes = tuple(sorted({f.relative.split("/", 1)[0] for f in listing.files}))
+            self._label_index = {name: i for i, name in enumerate(self.classes)}
+        if getattr(self, "_digests", None) is not None:  # made at the end of __init__; a copy has them
+            self._digests = _digests(listing)
+
     def __getstate__(self) -> dict[str, Any]:  # for spawn/forkserver DataLoader workers and ranks
         state = super().__getstate__()
         state["_fs"] = None
@@ -204,6 +235,9 @@ class UCVolumeDataset(PartitionedDataset):
     # ---------------------------------------------------------------- PartitionedDataset
     def _item_count(self) -> int:
         return len(self.listing.files)
+
+    def _skipped_count(self) -> int:
+        return self.listing.skipped
 
     def _identity(self) -> tuple[str, str]:
         return self.listing.volume_path, self.listing.digest
@@ -222,6 +256,7 @@ class UCVolumeDataset(PartitionedDataset):
             cache=cache,
             listed_files=len(self.listing.files),
             listed_bytes=self.listing.total_bytes,
+            skipped_files=self.listing.skipped,
         )
 
     # ---------------------------------------------------------------- internals
@@ -247,7 +282,14 @@ class UCVolumeDataset(PartitionedDataset):
         return self._cache
 
     def _deliver(self, path: str, remote: RemoteFile) -> Any:
-        item = self.transform(path) if self.transform is not None else path
+        transform = self.transform
+        if transform is None:
+            item: Any = path
+        else:
+            try:
+                item = transform(path)
+            except Exception as exc:
+                raise self._decode_failure(path, remote, exc) from (None if built_in(transform) else exc)
         if self.classes:
             return item, self._label_index[remote.relative.split("/", 1)[0]]
         return item
@@ -259,12 +301,17 @@ class UCVolumeDataset(PartitionedDataset):
         assert volume is not None, "only local volumes are read in place"
         transform, count = self.transform, self._count_file
         through_descriptor = transform is not None and reads_files(transform)
+        decode: Callable[[Any], Any] = str if transform is None else transform  # called through_descriptor only
+        quiet = transform is not None and built_in(transform)
         check, open_checked = volume.check, volume.open
         for index in indices:
             remote = files[index]
             if through_descriptor:
                 with open(open_checked(remote.relative, remote.size), "rb") as handle:
-                    item = transform(handle)  # type: ignore[misc]  # through_descriptor: it is set
+                    try:
+                        item = decode(handle)
+                    except Exception as exc:
+                        raise self._decode_failure(handle, remote, exc) from (None if quiet else exc)
                 if self.classes:
                     item = item, self._label_index[remote.relative.split("/", 1)[0]]
             else:
@@ -273,6 +320,18 @@ class UCVolumeDataset(PartitionedDataset):
             count(counters, stream, remote.size, downloaded=False, resident=True)
             yield item
         producer.notify(final=True)
+
+    def _decode_failure(self, source: Any, remote: RemoteFile, exc: Exception) -> DecodeError:
+        """What a failed ``transform(source)`` raises: the file's /Volumes path and the transform,
+        never the cache's path. Raised ``from None`` for the built-in decoders (Pillow's frames tell
+        nothing) and from the error for a transform of one's own (its frames are its bug)."""
+        where = f"{self.listing.volume_path}/{remote.relative}"
+        detail = str(exc).splitlines()[0] if str(exc) else ""
+        # The message often repeats what it was given (a cache path, a descriptor's repr): the
+        # /Volumes path leads the line already.
+        detail = " ".join(detail.replace(repr(source), "").replace(str(source), where).split())
+        name = decoder_name(self.transform) if self.transform is not None else "the transform"
+        return DecodeError(f"{where}: {name} could not decode it ({type(exc).__name__}: {detail})")
 
     def _read_cached(self, indices: list[int], counters: _Counters, stream: str) -> Iterator[Any]:
         cache = self._file_cache()

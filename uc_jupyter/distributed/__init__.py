@@ -21,6 +21,7 @@ __all__ = [
     "RankStartError",
     "RankTimeout",
     "distributed",
+    "set_verbose",
     "shared_pool",
     "shutdown_shared_pool",
 ]
@@ -33,6 +34,7 @@ _HOMES = {
     "RankError": "uc_jupyter.distributed.errors",
     "RankStartError": "uc_jupyter.distributed.errors",
     "RankTimeout": "uc_jupyter.distributed.errors",
+    "set_verbose": "uc_jupyter.distributed.errors",
     "PoolStatus": "uc_jupyter.distributed.pool",
     "RankPool": "uc_jupyter.distributed.pool",
     "shared_pool": "uc_jupyter.distributed.pool",

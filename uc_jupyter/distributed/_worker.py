@@ -34,13 +34,12 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from types import CodeType, TracebackType
 from typing import Any, BinaryIO, Literal
 
 from uc_jupyter.distributed import proctree
-from uc_jupyter.distributed.errors import RemoteFailure
+from uc_jupyter.distributed.errors import RemoteFailure, failure_from
 from uc_jupyter.distributed.payload import pack, restore_sources, unpack
 from uc_jupyter.distributed.protocol import (
     Call,
@@ -152,19 +151,11 @@ def failure_of(exc: BaseException, rank: int, skip: int = 0) -> RemoteFailure:
     for _ in range(skip):
         if tb is not None and tb.tb_next is not None:
             tb = tb.tb_next
-    text = "".join(traceback.format_exception(type(exc), exc, tb))
     try:
         pickled: bytes | None = pack(exc, limit=1_000_000)
     except Exception:
         pickled = None
-    cls = type(exc)
-    return RemoteFailure(
-        rank=rank,
-        type_name=f"{cls.__module__}.{cls.__qualname__}",
-        message=str(exc),
-        traceback=text,
-        exception=pickled,
-    )
+    return failure_from(exc, rank, tb, pickled)
 
 
 class _Rank:
@@ -318,8 +309,10 @@ def main(argv: list[str]) -> int:
         channel.send(StartFailed(failure_of(exc, rank)))
         return 1
 
+    from uc_jupyter.tables.spark import quiet_pandas_version_warning
     from uc_jupyter.telemetry import uplink
 
+    quiet_pandas_version_warning()  # a rank's output is read in a notebook too
     uplink.install(lambda samples: channel.send(Telemetry(samples)))
     channel.send(Ready(rank=rank, pid=os.getpid(), device=str(device), backend=backend))
     worker = _Rank(channel, rank, world_size, local_rank, device)

@@ -21,6 +21,7 @@ from collections.abc import Iterator, MutableMapping, Sequence
 from typing import Any, Literal
 
 from uc_jupyter.distributed.decorator import devices_for_gpus
+from uc_jupyter.distributed.errors import hide_internal_frames
 from uc_jupyter.distributed.pool import (
     Devices,
     PoolStatus,
@@ -37,6 +38,7 @@ class CellUsageError(ValueError):
     """The cell or its options cannot run; nothing ran on the ranks."""
 
 
+@hide_internal_frames
 def run_cell(
     source: str,
     *,
@@ -52,7 +54,29 @@ def run_cell(
     monitor: bool = False,
 ) -> list[Any] | None:
     """Run ``source`` on ``n`` ranks (or ``gpus`` GPU ranks, CPU ranks without GPUs); the per-rank
-    values of a final expression, or None when every rank's is None."""
+    values of a final expression, or None when every rank's is None.
+
+    ``%%uc_distributed``'s help is made from the sections below and the signature's defaults.
+
+    Args:
+        source: the cell: plain Python that every rank runs.
+        namespace: the notebook's variables (push reads them, pull writes them).
+        n: how many ranks run the cell.
+        gpus: run on this many GPU ranks, CPU ranks when the machine has none (default: use -n).
+        gpu_type: the GPU model wanted, e.g. H100 (default: any).
+        devices: what the ranks of -n compute on: auto (GPUs when there are), cpu or cuda.
+        push: notebook variables copied into every rank first, comma-separated (default: none).
+        pull: rank variables brought back afterwards, each as a list with one value per rank
+            (default: none).
+        show: whose output is shown: all, or rank numbers such as 0,2; every rank still runs.
+        timeout: seconds the cell may run before its ranks are stopped (default: no limit).
+        monitor: show the live dashboard with every rank's data loading numbers.
+
+    Notebook:
+        %%uc_distributed -n 2 --push lr --pull losses
+        %%uc_distributed --gpus 8 --gpu-type H100 --timeout 3600 --show 0 --monitor
+        %uc_distributed --status
+    """
     check_plain_python(source)
     ns = namespace if namespace is not None else {}
     try:
@@ -76,7 +100,13 @@ def run_cell(
 
 
 def manage_pool(action: Literal["status", "restart", "shutdown"]) -> PoolStatus | None:
-    """``%uc_distributed --status|--restart|--shutdown``: the shared pool's status (None when there is none)."""
+    """``%uc_distributed --status|--restart|--shutdown``: the shared pool's status (None when there is none).
+
+    Actions:
+        status: show the rank pool's size, devices and state (the line magic %uc_distributed).
+        restart: start the pool's ranks afresh, emptying their namespaces (line magic).
+        shutdown: stop the pool's ranks (line magic).
+    """
     pool = current_shared_pool()
     if action == "shutdown":
         shutdown_shared_pool()
@@ -89,7 +119,7 @@ def manage_pool(action: Literal["status", "restart", "shutdown"]) -> PoolStatus 
 
 
 def check_plain_python(source: str) -> None:
-    """Refuse IPython syntax (``%line magics``, ``!shell``): ranks run plain Python."""
+    """Refuse IPython syntax (``%line magics``, ``!shell``) and syntax errors: ranks run plain Python."""
     from IPython.core.inputtransformer2 import TransformerManager
 
     if not isinstance(source, str) or not source.strip():
@@ -101,6 +131,11 @@ def check_plain_python(source: str) -> None:
                 f"line {number} ({before.strip()!r}) uses IPython syntax, which ranks cannot run: "
                 "move magics and shell commands to another cell"
             )
+    try:
+        compile(source, "<rank cell>", "exec")
+    except SyntaxError as exc:  # the cell's own mistake: one line, before any rank starts
+        code = f" ({exc.text.strip()!r})" if exc.text and exc.text.strip() else ""
+        raise CellUsageError(f"line {exc.lineno}{code}: {exc.msg}") from None
 
 
 def _pool_for(n: int | None, gpus: int | None, gpu_type: str | None, devices: Devices) -> RankPool:

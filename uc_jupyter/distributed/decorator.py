@@ -9,12 +9,14 @@
     results = train.distributed(epochs=3)    # one result per rank, in rank order
 
 Everything is checked when ``train.distributed(...)`` is called, not when it is decorated. Without
-CUDA devices the ranks run on CPU with gloo (said once), so the same notebook works on a laptop and in
-CI; asking for more GPUs than are visible, or a ``gpu_type`` that is not the visible one, is an error.
-The function, what it captures and its arguments are measured before they are shipped; above
-``max_pickle_bytes`` the error names the largest captured objects. The ranks act as the principal in
-force where ``.distributed(...)`` is called (``with as_principal("alice"): train.distributed()`` reads
-with alice's grants), whoever started the kernel's pool.
+CUDA devices the ranks run on CPU with gloo (said once, as one line on stderr), so the same notebook
+works on a laptop and in CI; asking for more GPUs than are visible, or a ``gpu_type`` that is not
+the visible one, is an error. The function, what it captures and its arguments are measured before
+they are shipped; above ``max_pickle_bytes`` the error names the largest captured objects. The ranks
+act as the principal in force where ``.distributed(...)`` is called (``with as_principal("alice"):
+train.distributed()`` reads with alice's grants), whoever started the kernel's pool. A failing rank
+raises its own error, shown as ``[rank N] Type: message`` and its own frames (see
+:mod:`uc_jupyter.distributed.errors`).
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from __future__ import annotations
 import difflib
 import functools
 import re
-import warnings
 from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from uc_jupyter.distributed.errors import hide_internal_frames
 from uc_jupyter.distributed.payload import DEFAULT_LIMIT
 from uc_jupyter.distributed.pool import Devices, rank_count, shared_pool, visible_gpus
+from uc_jupyter.notices import notice
 
 __all__ = ["KNOWN_GPU_TYPES", "DistributedFunction", "devices_for_gpus", "distributed"]
 
@@ -37,7 +40,7 @@ R = TypeVar("R")
 # Accelerator names the reference runtime and cloud offerings use; matched against CUDA device names.
 KNOWN_GPU_TYPES = ("A10", "A10G", "A100", "B200", "GB200", "H100", "H200", "L4", "L40S", "T4", "V100")
 
-_cpu_notice_given = False
+_CPU_NOTICE = "uc_jupyter.distributed: CPU ranks"  # said once per process, whatever the count
 
 
 class DistributedFunction(Generic[P, R]):
@@ -66,6 +69,7 @@ class DistributedFunction(Generic[P, R]):
             f"(one result per rank), or call {name}.fn(...) to run it here in the kernel"
         )
 
+    @hide_internal_frames
     def distributed(self, *args: P.args, **kwargs: P.kwargs) -> list[R]:
         """Run on ``gpus`` ranks; the per-rank results, in rank order."""
         devices = devices_for_gpus(self.gpus, self.gpu_type)
@@ -113,18 +117,12 @@ def _one_of(value: Any, alias: Any, name: str, alias_name: str) -> Any:
 
 def devices_for_gpus(gpus: object, gpu_type: object) -> Devices:
     """Validate the request against this machine: "cuda" when it can be met, "cpu" when there is no GPU."""
-    global _cpu_notice_given
     gpus = rank_count(gpus, "gpus", hint=" (e.g. @distributed(gpus=2))")
     if gpu_type is not None:
         _check_known(gpu_type)
     visible = visible_gpus()
     if visible == 0:
-        if not _cpu_notice_given:
-            _cpu_notice_given = True
-            warnings.warn(
-                f"no CUDA device is visible: running {gpus} CPU ranks with gloo instead of GPUs",
-                stacklevel=3,
-            )
+        notice(f"no CUDA device is visible: running {gpus} CPU ranks with gloo instead of GPUs", key=_CPU_NOTICE)
         return "cpu"
     if gpus > visible:
         raise ValueError(f"gpus={gpus} asked, but this machine has {visible} CUDA device(s); use gpus<={visible}")

@@ -11,7 +11,8 @@ Each call runs on every rank. Output streams back live, line by line, prefixed `
 ordered channel per rank that also carries DataLoader telemetry (into :attr:`RankPool.collector`) and
 the reply. If a rank raises, the others get a moment to finish, are then interrupted, and ranks that
 still do not answer (stuck in a collective) are killed; the next call starts a fresh pool. A rank that
-dies is reported at once with how it died. Ctrl-C reaches every rank. Ranks end themselves when the
+dies is reported at once with how it died. Ctrl-C reaches every rank and leaves one line
+(``interrupted 2 ranks; the pool is still warm``, a KeyboardInterrupt). Ranks end themselves when the
 kernel goes away, however it goes, and whatever a rank starts ends with it, even a grandchild in a
 session of its own (see :mod:`uc_jupyter.distributed.launch`).
 
@@ -55,7 +56,10 @@ from uc_jupyter.distributed.errors import (
     RankStartError,
     RankTimeout,
     RemoteFailure,
+    carrying,
     describe_exit,
+    hide_internal_frames,
+    interrupted,
 )
 from uc_jupyter.distributed.launch import Exited, Generation
 from uc_jupyter.distributed.payload import DEFAULT_LIMIT, pack, source_map, unpack
@@ -68,6 +72,7 @@ from uc_jupyter.distributed.protocol import (
     StartFailed,
 )
 from uc_jupyter.processes import free_port
+from uc_jupyter.progress import waiting
 from uc_jupyter.telemetry.collector import Collector
 
 __all__ = ["OutputWriter", "PoolStatus", "RankInfo", "RankPool", "shared_pool", "shutdown_shared_pool"]
@@ -116,6 +121,7 @@ class _Outcome:
         self.died: dict[int, int | None] = {}
         self.killed: tuple[int, ...] = ()
         self.tails: dict[int, str] = {}  # the log's last lines of a rank that died
+        self.interrupted: tuple[int, ...] = ()  # the ranks still running when Ctrl-C came
         self.reason: Literal["failure", "died", "timeout", "interrupt"] | None = None
 
     @property
@@ -187,6 +193,7 @@ class RankPool:
         _live_pools.add(self)
 
     # ---------------------------------------------------------------- lifecycle
+    @hide_internal_frames
     def start(self) -> None:
         """Start the ranks now (calls start them on first use anyway)."""
         principal = _caller()
@@ -232,10 +239,12 @@ class RankPool:
         self.shutdown()
 
     # ---------------------------------------------------------------- calls
+    @hide_internal_frames
     def run(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> list[Any]:
         """``fn(*args, **kwargs)`` on every rank; the results in rank order."""
         return self.call(fn, args, kwargs)
 
+    @hide_internal_frames
     def call(
         self,
         fn: Callable[..., Any],
@@ -254,6 +263,7 @@ class RankPool:
         payload = pack((fn, tuple(args), dict(kwargs or {}), source_map(fn)), limit=limit, what=fn)
         return self._call("run", payload, timeout, show)
 
+    @hide_internal_frames
     def execute(
         self,
         source: str,
@@ -268,6 +278,7 @@ class RankPool:
         compile(source, "<cell>", "exec")  # a syntax error is the caller's, before any rank runs
         return self._call("execute", pack(source), timeout, show)
 
+    @hide_internal_frames
     def push(self, values: Mapping[str, Any]) -> None:
         """Bind ``values`` (name -> object) in every rank's namespace."""
         bad = [name for name in values if not (isinstance(name, str) and name.isidentifier())]
@@ -275,6 +286,7 @@ class RankPool:
             raise ValueError(f"cannot push {bad[0]!r}: names must be Python identifiers")
         self._call("push", pack(dict(values), limit=self.max_payload_bytes, what="the pushed variables"), None, None)
 
+    @hide_internal_frames
     def pull(self, *names: str) -> dict[str, list[Any]]:
         """``{name: [value on rank 0, value on rank 1, ...]}`` from the ranks' namespaces."""
         per_rank = self._call("pull", pack(tuple(names)), None, None)
@@ -316,6 +328,8 @@ class RankPool:
         def stop(reason: Literal["failure", "died", "timeout", "interrupt"]) -> None:
             nonlocal kill_at
             outcome.reason = reason
+            if reason == "interrupt":
+                outcome.interrupted = tuple(outcome.pending)
             for rank in outcome.pending:
                 generation.ranks[rank].interrupt()
             kill_at = time.monotonic() + self.stop_grace
@@ -376,7 +390,7 @@ class RankPool:
 
     def _results(self, outcome: _Outcome, timeout: float | None) -> list[Any]:
         if outcome.reason == "interrupt":
-            raise KeyboardInterrupt
+            raise interrupted(self._interrupted(outcome))
         failures = [
             reply.failure
             for reply in outcome.replies.values()
@@ -407,10 +421,8 @@ class RankPool:
                     summary=f"{error}; ranks {_listing(outcome.killed)} did not stop{restarted}",
                 )
             original = failures[0].original() if len(failures) == 1 else None
-            if original is not None and hasattr(original, "add_note"):
-                original.add_note(f"{error}; its traceback there:\n{error.remote_tracebacks()}")
-                original.rank_error = error  # type: ignore[attr-defined]
-                raise original
+            if original is not None:
+                raise carrying(original, error)
             raise error
         values = []
         for rank in range(self.size):
@@ -424,6 +436,17 @@ class RankPool:
                     "return plain data (numbers, lists, arrays, tensors, state dicts)",
                 ) from None
         return values
+
+    def _interrupted(self, outcome: _Outcome) -> str:
+        """The one line a Ctrl-C leaves: how many ranks it stopped, and whether the pool lives on."""
+        count = len(outcome.interrupted)
+        ranks = f"{count} rank{'s' if count != 1 else ''}" + (f" of {self.size}" if count != self.size else "")
+        if outcome.killed:
+            return (
+                f"interrupted {ranks}; ranks {_listing(outcome.killed)} did not stop within {self.stop_grace:g} s "
+                "and were killed (the next call starts a fresh pool)"
+            )
+        return f"interrupted {ranks}; the pool is still warm"
 
     def _stopped(self, outcome: _Outcome) -> set[int]:
         """Ranks that answered an interrupt of ours with KeyboardInterrupt."""
@@ -464,13 +487,14 @@ class RankPool:
         devices, backend = _plan(self.size, self.devices, self.backend)
         chosen = os.environ.get("MASTER_PORT")
         attempts = 1 if chosen else 3  # a free port can be taken before rank 0 binds it: pick another
-        for attempt in range(attempts):
-            port = int(chosen) if chosen else free_port()
-            try:
-                return self._launch(port, devices, backend, principal)
-            except RankStartError as exc:
-                if attempt + 1 == attempts or "address already in use" not in str(exc.remote_tracebacks()).lower():
-                    raise
+        with waiting(f"starting {self.size} {devices} ranks"):  # a start takes seconds: say so past one
+            for attempt in range(attempts):
+                port = int(chosen) if chosen else free_port()
+                try:
+                    return self._launch(port, devices, backend, principal)
+                except RankStartError as exc:
+                    if attempt + 1 == attempts or "address already in use" not in str(exc.remote_tracebacks()).lower():
+                        raise
         raise AssertionError("unreachable")
 
     def _launch(self, port: int, devices: str, backend: str, principal: str) -> Generation:
@@ -479,6 +503,9 @@ class RankPool:
             for rank in range(self.size):
                 generation.ranks.append(generation.spawn(rank, self.size, principal, self.collector))
             self._await_ready(generation)
+        except KeyboardInterrupt:
+            generation.kill()
+            raise interrupted(f"interrupted the start of {self.size} ranks; they were stopped") from None
         except BaseException:
             generation.kill()
             raise

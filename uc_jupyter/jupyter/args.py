@@ -22,16 +22,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ArgumentError", "Flag", "Option", "names_list", "parse"]
+__all__ = ["ArgumentError", "Flag", "HelpRequested", "Option", "names_list", "parse"]
 
 
 class ArgumentError(ValueError):
     """A magic line that cannot be understood; the message is one line."""
 
 
+class HelpRequested(Exception):  # not an error: the line asks for the help
+    """The line holds ``--help`` (or ``-h``) where an option may stand: show the help, run nothing."""
+
+
 @dataclass(frozen=True)
 class Option:
-    """``--name VALUE``; ``aliases`` such as ``-n``; the keyword is ``dest`` (default: the name)."""
+    """``--name VALUE``; ``aliases`` such as ``-n``; the keyword is ``dest`` (default: the name);
+    ``metavar`` names the value in the help (default: from ``type`` or ``choices``)."""
 
     name: str
     type: Callable[[str], Any] = str
@@ -39,6 +44,7 @@ class Option:
     aliases: Sequence[str] = ()
     dest: str = ""
     help: str = ""
+    metavar: str = ""
     takes_value: bool = field(default=True, init=False)
 
     @property
@@ -73,7 +79,12 @@ def names_list(raw: str) -> list[str]:
 
 
 def parse(line: str, spec: Sequence[Option]) -> tuple[list[str], dict[str, Any]]:
-    """(positional arguments, {keyword: value}) of ``line``; only options given appear."""
+    """(positional arguments, {keyword: value}) of ``line``; only options given appear.
+
+    Raises:
+        ArgumentError: the line cannot be understood (one line saying why).
+        HelpRequested: ``--help`` or ``-h`` stands where an option may.
+    """
     try:
         tokens = shlex.split(line, posix=True)
     except ValueError as exc:  # an unclosed quote
@@ -94,8 +105,10 @@ def parse(line: str, spec: Sequence[Option]) -> tuple[list[str], dict[str, Any]]
             positional.append(token)
             continue
         name, _, inline = token.partition("=")
+        if name in _HELP and name not in by_name:
+            raise HelpRequested(name)
         if name not in by_name:
-            close = difflib.get_close_matches(name, list(by_name), n=1)
+            close = difflib.get_close_matches(name, [*by_name, "--help"], n=1)
             hint = f"; did you mean {close[0]}?" if close else f"; options are {', '.join(o.name for o in spec)}"
             raise ArgumentError(f"unknown option {name}{hint}")
         option, positive = by_name[name]
@@ -116,6 +129,9 @@ def parse(line: str, spec: Sequence[Option]) -> tuple[list[str], dict[str, Any]]
             raise ArgumentError(f"{option.name} is given twice")
         options[option.keyword] = option.convert(raw)
     return positional, options
+
+
+_HELP = ("--help", "-h")
 
 
 def _is_number(token: str) -> bool:

@@ -12,14 +12,19 @@ from uc_jupyter.catalog import get_catalog
 from uc_jupyter.distributed.pool import shutdown_shared_pool
 from uc_jupyter.jupyter.completer import complete_line
 from uc_jupyter.jupyter.magics import LOAD_OPTIONS, UCMagics
-from uc_jupyter.loading import DECODERS, TABLE_TARGETS, VOLUME_TARGETS
 
 __all__ = ["register", "unregister"]
 
-_VALUES = {"--to": (*TABLE_TARGETS, *VOLUME_TARGETS), "--decode": DECODERS}
+# Values completed after an option: its choices (--to, --decode, --labels), as the parser checks them.
+_VALUES = {option.name: tuple(option.choices) for option in LOAD_OPTIONS if option.choices}
 
 
 def register(ipython: Any) -> UCMagics:
+    from uc_jupyter.tables.spark import quiet_pandas_version_warning
+    from uc_jupyter.telemetry.mlflow_sink import quiet_mlflow_logging
+
+    quiet_mlflow_logging()  # MLflow's INFO lines are not for notebook cells
+    quiet_pandas_version_warning()  # nor PySpark's note on pandas versions
     magics = UCMagics(shell=ipython)
     ipython.register_magics(magics)
     unregister_completer(ipython)

@@ -9,6 +9,7 @@ raise IPython's ``UsageError``: one line, no traceback. Defaults are configurabl
     %config UCMagics.default_to = {"table": "pandas"} # what %uc_load returns, per kind of source
     %config UCMagics.default_catalog = "dev"          # for schema.table names
     %config UCMagics.monitor = False                  # live dashboard for %uc_load loaders
+    %config UCMagics.verbose = True                   # rank errors with uc_jupyter's own frames too
 
 Example:
     >>> ip = get_ipython()                                    # doctest: +SKIP
@@ -18,19 +19,22 @@ Example:
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
-from traitlets import Bool, Dict, Integer, Unicode
+from traitlets import Bool, Dict, Integer, Unicode, observe
 
 from uc_jupyter.catalog import CatalogError
 from uc_jupyter.distributed.cell import CellUsageError, manage_pool, run_cell
+from uc_jupyter.distributed.errors import set_verbose
 from uc_jupyter.errors import first_line
-from uc_jupyter.jupyter.args import ArgumentError, Flag, Option, names_list, parse
+from uc_jupyter.jupyter.args import ArgumentError, Flag, HelpRequested, Option, names_list, parse
+from uc_jupyter.jupyter.help import Docs, docs_of, magic_help
 from uc_jupyter.loading import DECODERS, TABLE_TARGETS, VOLUME_TARGETS, load, source_kind
 
-__all__ = ["DISTRIBUTED_OPTIONS", "LOAD_OPTIONS", "UCMagics"]
+__all__ = ["DISTRIBUTED_HELP", "DISTRIBUTED_OPTIONS", "LOAD_HELP", "LOAD_OPTIONS", "UCMagics"]
 
 
 def _ranks(raw: str) -> Any:
@@ -44,8 +48,8 @@ def _ranks(raw: str) -> Any:
 
 LOAD_OPTIONS: tuple[Option, ...] = (
     Option("--to", choices=tuple(dict.fromkeys((*TABLE_TARGETS, *VOLUME_TARGETS)))),
-    Option("--columns", type=names_list),
-    Option("--where"),
+    Option("--columns", type=names_list, metavar="NAME,..."),
+    Option("--where", metavar="SQL"),
     Option("--limit", type=int),
     Option("--version", type=int),
     Option("--decode", choices=DECODERS),
@@ -55,19 +59,22 @@ LOAD_OPTIONS: tuple[Option, ...] = (
     Flag("--shuffle"),
     Option("--seed", type=int),
     Flag("--recursive"),
-    Option("--cache-dir"),
+    Option("--include", type=names_list, metavar="GLOB,..."),
+    Option("--exclude", type=names_list, metavar="GLOB,..."),
+    Option("--labels", choices=("folder",)),
+    Option("--cache-dir", metavar="FOLDER"),
     Flag("--monitor", negatable=True),
 )
 
 DISTRIBUTED_OPTIONS: tuple[Option, ...] = (
     Option("-n", type=int),
     Option("--gpus", type=int),
-    Option("--gpu-type"),
+    Option("--gpu-type", metavar="MODEL"),
     Option("--devices", choices=("auto", "cpu", "cuda")),
-    Option("--push", type=names_list),
-    Option("--pull", type=names_list),
-    Option("--show", type=_ranks),
-    Option("--timeout", type=float),
+    Option("--push", type=names_list, metavar="NAME,..."),
+    Option("--pull", type=names_list, metavar="NAME,..."),
+    Option("--show", type=_ranks, metavar="all|RANK,..."),
+    Option("--timeout", type=float, metavar="SECONDS"),
     Flag("--monitor", negatable=True),
     Flag("--status"),
     Flag("--restart"),
@@ -96,6 +103,15 @@ class UCMagics(Magics):
     monitor = Bool(True, help="Show the live dashboard for loaders made by %uc_load (--no-monitor to skip).").tag(
         config=True
     )
+    verbose = Bool(
+        False,
+        help="Show uc_jupyter's internal frames in rank errors (by default a failing rank shows "
+        "'[rank N] Type: message' and its own frames only).",
+    ).tag(config=True)
+
+    @observe("verbose")
+    def _verbose_changed(self, change: dict[str, Any]) -> None:
+        set_verbose(bool(change["new"]))  # the errors module decides; plain Python reads UC_JUPYTER_VERBOSE
 
     @line_magic
     def uc_load(self, line: str) -> Any:
@@ -112,6 +128,9 @@ class UCMagics(Magics):
             if kind == "volume" and to == "loader":
                 options.setdefault("monitor", self.monitor)
             return load(source, default_catalog=self.default_catalog, **options)
+        except HelpRequested:
+            print(LOAD_HELP)
+            return None
         except Exception as exc:
             if _user_mistake(exc):
                 raise UsageError(first_line(exc)) from None
@@ -137,9 +156,46 @@ class UCMagics(Magics):
             if "n" not in options and "gpus" not in options:
                 options["n"] = self.nprocs
             return run_cell(cell, namespace=self.shell.user_ns if self.shell else {}, **options)
+        except HelpRequested:
+            print(DISTRIBUTED_HELP)
+            return None
         except (ArgumentError, CellUsageError) as exc:
             raise UsageError(first_line(exc)) from None
 
     def _default_to(self, kind: str) -> str:
         defaults = {"table": "spark", "volume": "loader", **self.default_to}
         return str(defaults[kind])
+
+
+def _trait_default(name: str) -> str:
+    value = UCMagics.class_traits()[name].default_value
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
+
+
+# The help of each magic is made from the function it calls (its docstring and signature), so an
+# option cannot be added, renamed or given another default without the help saying so.
+_LOAD_DOCS = docs_of(load)
+LOAD_HELP = magic_help(
+    "%uc_load SOURCE [options]: a table or a volume folder as a frame, dataset or loader",
+    LOAD_OPTIONS,
+    _LOAD_DOCS
+    | Docs(defaults={"monitor": f"{_trait_default('monitor')} for volume loaders, %config UCMagics.monitor"}),
+    intro=(
+        *textwrap.wrap(f"SOURCE: {_LOAD_DOCS.meanings['source']}", 98, initial_indent="  ", subsequent_indent="  "),
+        "  Each option is a keyword of uc_jupyter.load (--batch-size 64 is batch_size=64); two-part",
+        "  names use %config UCMagics.default_catalog.",
+    ),
+)
+DISTRIBUTED_HELP = magic_help(
+    "%%uc_distributed [-n N | --gpus N] [options]: run the cell on every rank\n"
+    "%uc_distributed --status | --restart | --shutdown: manage the rank pool",
+    DISTRIBUTED_OPTIONS,
+    docs_of(run_cell)
+    | docs_of(manage_pool, "Actions")
+    | Docs(defaults={"n": f"{_trait_default('nprocs')}, %config UCMagics.nprocs"}),
+    intro=("  Each option is a keyword of uc_jupyter.distributed.cell.run_cell (--gpu-type is gpu_type).",),
+)
+
+# What %uc_load? and %uc_distributed? show: the same help as --help.
+UCMagics.uc_load.__doc__ = LOAD_HELP
+UCMagics.uc_distributed.__doc__ = DISTRIBUTED_HELP

@@ -6,7 +6,9 @@ Enabled on install by ``jupyter-config/jupyter_server_config.d/uc_jupyter.json``
 principal (``UC_JUPYTER_PRINCIPAL``):
 
 - ``catalogs``, ``schemas?catalog=main``, ``objects?schema=main.ml``
-- ``table?name=main.ml.iris&rows=10`` (SELECT checked), ``volume?path=/Volumes/main/ml/images`` (READ VOLUME)
+- ``table?name=main.ml.iris&rows=10`` (SELECT checked), ``volume?path=/Volumes/main/ml/images&limit=200&after=``
+  (READ VOLUME; one page, ``next`` is the ``after`` of the following one)
+- ``load-line?source=main.ml.iris``: the line "Insert %uc_load" writes for a table, folder or file
 - ``pools``: the rank pools of this server's kernels
 
 Example:

@@ -1,6 +1,7 @@
 """What the JupyterLab sidebar shows, as plain functions over a catalog: listings, table previews,
-volume folders and rank-pool status. The tornado handlers (:mod:`uc_jupyter.server.handlers`) only
-parse the query, call one of these and write the JSON.
+volume folders (one page at a time, :mod:`uc_jupyter.server.listing`), the "Insert %uc_load" line
+(:mod:`uc_jupyter.server.load_lines`) and rank-pool status. The tornado handlers
+(:mod:`uc_jupyter.server.handlers`) only parse the query, call one of these and write the JSON.
 
 Every function runs as the catalog's current principal and raises the catalog's own errors;
 :func:`status_of` maps them to HTTP statuses (400 malformed, 403 missing privilege, 404 unknown).
@@ -14,6 +15,8 @@ Example:
     True
     >>> volume_entries(cat, "/Volumes/main/ml/images")["entries"][0]       # doctest: +SKIP
     {'name': 'circle', 'path': '/Volumes/main/ml/images/circle', 'kind': 'directory', 'size': None}
+    >>> load_line(cat, "/Volumes/main/ml/images")["line"]                   # doctest: +SKIP
+    'loader = %uc_load /Volumes/main/ml/images --recursive --decode image --labels folder'
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
-import fnmatch
 import math
 import uuid
 from collections.abc import Callable, Collection, Iterable
@@ -29,18 +31,31 @@ from pathlib import Path
 from typing import Any
 
 from uc_jupyter.catalog import Catalog, CatalogError, InvalidName, NotFound, PermissionDenied
-from uc_jupyter.catalog.names import parse_name, parse_volume_path
+from uc_jupyter.catalog.names import parse_name
+from uc_jupyter.server.listing import (
+    MAX_PAGE,
+    PAGE_SIZE,
+    BadRequest,
+    is_hidden,
+    parse_limit,
+    query_integer,
+    volume_entries,
+)
+from uc_jupyter.server.load_lines import load_line
 
 __all__ = [
     "DEFAULT_PREVIEW_ROWS",
-    "MAX_ENTRIES",
+    "MAX_PAGE",
     "MAX_PREVIEW_ROWS",
+    "PAGE_SIZE",
     "BadRequest",
     "is_hidden",
     "json_safe",
     "list_catalogs",
     "list_objects",
     "list_schemas",
+    "load_line",
+    "parse_limit",
     "parse_rows",
     "pool_records",
     "status_of",
@@ -50,17 +65,10 @@ __all__ = [
 
 DEFAULT_PREVIEW_ROWS = 10
 MAX_PREVIEW_ROWS = 100
-MAX_ENTRIES = 1000
 MAX_TEXT = 1000  # longer strings in a preview are cut to this many characters (and end with "…")
 _SAFE_INTEGER = 2**53  # larger integers lose digits in JavaScript: sent as strings
-# Skipped in volume listings, like UCVolumeDataset does (uc_jupyter.data.remote): dot files and Spark markers.
-_MARKERS = ("_SUCCESS", "_committed_*", "_started_*")
 
 Json = dict[str, Any]
-
-
-class BadRequest(ValueError):
-    """A malformed query parameter (HTTP 400); the message names the parameter and what it accepts."""
 
 
 def status_of(exc: BaseException) -> int | None:
@@ -97,14 +105,9 @@ def parse_rows(text: str | None) -> int:
         (10, 0, 25)
         >>> parse_rows("1e3")
         Traceback (most recent call last):
-        uc_jupyter.server.browse.BadRequest: rows must be an integer from 0 to 100, got '1e3'
+        uc_jupyter.server.listing.BadRequest: rows must be an integer from 0 to 100, got '1e3'
     """
-    if text is None or text == "":
-        return DEFAULT_PREVIEW_ROWS
-    stripped = text.strip()
-    if not (stripped.isascii() and stripped.isdigit()) or int(stripped) > MAX_PREVIEW_ROWS:
-        raise BadRequest(f"rows must be an integer from 0 to {MAX_PREVIEW_ROWS}, got {text!r}")
-    return int(stripped)
+    return query_integer("rows", text, low=0, high=MAX_PREVIEW_ROWS, default=DEFAULT_PREVIEW_ROWS)
 
 
 def list_catalogs(catalog: Catalog) -> Json:
@@ -173,53 +176,6 @@ def table_preview(catalog: Catalog, name: str, rows: int = DEFAULT_PREVIEW_ROWS)
     }
 
 
-def volume_entries(catalog: Catalog, path: str, limit: int = MAX_ENTRIES) -> Json:
-    """The entries of the volume folder ``path`` (READ VOLUME checked): folders first, then by name,
-    without hidden and Spark marker files; at most ``limit``, with ``"truncated": True`` when there are more.
-    """
-    parsed = str(parse_volume_path(path))
-    resolved = catalog.resolve_volume_path(parsed)
-    fs, root = resolved.fs, resolved.path.rstrip("/")
-    fs.invalidate_cache(root)
-    try:
-        info = fs.info(root)
-    except FileNotFoundError:
-        raise NotFound(f"{parsed} does not exist") from None
-    if info.get("type") != "directory":
-        raise NotADirectoryError(f"{parsed} is a file, not a folder")
-    listed = fs.ls(root, detail=True)
-    entries = list(listed.values()) if isinstance(listed, dict) else listed
-    local = _local_root(resolved.volume.storage_location)
-    found: list[Json] = []
-    for entry in entries:
-        name = str(entry["name"]).rstrip("/").rsplit("/", 1)[-1]
-        if not name or is_hidden(name):
-            continue
-        if local is not None and not _stays_within(local, f"{root}/{name}"):
-            continue  # a symlink out of the volume: neither listed nor sized
-        if entry.get("islink"):  # local listings describe the link itself ("other"): follow it
-            try:
-                entry = fs.info(f"{root}/{name}")
-            except FileNotFoundError:
-                continue  # a broken link
-        if entry.get("type") not in ("directory", "file"):
-            continue  # sockets, devices: nothing to read
-        directory = entry["type"] == "directory"
-        found.append(
-            {
-                "name": name,
-                "path": f"{parsed}/{name}",
-                "kind": "directory" if directory else "file",
-                "size": None if directory else int(entry.get("size") or 0),
-            }
-        )
-    found.sort(key=lambda e: (e["kind"] != "directory", e["name"]))
-    result: Json = {"path": parsed, "entries": found[:limit]}
-    if len(found) > limit:
-        result["truncated"] = True
-    return result
-
-
 def pool_records(kernel_ids: Collection[str], root: Path | None = None) -> Json:
     """The rank-pool status records (see :mod:`uc_jupyter.distributed.board`) of the kernels ``kernel_ids``.
 
@@ -234,16 +190,6 @@ def pool_records(kernel_ids: Collection[str], root: Path | None = None) -> Json:
 
     wanted = set(kernel_ids)
     return {"pools": [r for r in read_boards(root) if r["kernel_id"] in wanted]}
-
-
-def is_hidden(name: str) -> bool:
-    """Is a file or folder name skipped in volume listings (dot files, Spark's marker files)?
-
-    Example:
-        >>> [is_hidden(n) for n in (".ipynb_checkpoints", "_SUCCESS", "_committed_123", "part-0.parquet")]
-        [True, True, True, False]
-    """
-    return name.startswith(".") or any(fnmatch.fnmatchcase(name, marker) for marker in _MARKERS)
 
 
 def json_safe(value: Any) -> Any:
@@ -293,16 +239,3 @@ def _may(resolve: Callable[[str], object], name: str) -> bool:
     except PermissionDenied:
         return False
     return True
-
-
-def _local_root(location: str) -> str | None:
-    """The local folder of a ``file://`` volume (symlinks out of it are not listed), None for object stores."""
-    from uc_jupyter.catalog import storage
-
-    return storage.local_path(location) if storage.is_local(location) else None
-
-
-def _stays_within(root: str, target: str) -> bool:
-    from uc_jupyter.catalog import storage
-
-    return storage.realpath_within(root, target)

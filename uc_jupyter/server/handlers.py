@@ -27,6 +27,7 @@ from uc_jupyter.server import API_PATH, browse
 __all__ = [
     "ApiError",
     "CatalogsHandler",
+    "LoadLineHandler",
     "ObjectsHandler",
     "PoolsHandler",
     "SchemasHandler",
@@ -110,12 +111,24 @@ class TableHandler(_Handler):
 
 
 class VolumeHandler(_Handler):
-    """``GET volume?path=/Volumes/main/ml/images``: a volume folder's entries (READ VOLUME checked)."""
+    """``GET volume?path=/Volumes/main/ml/images&limit=200&after=<next>``: one page of a volume folder's
+    entries (READ VOLUME checked); ``after`` is the ``next`` token of the page before."""
 
     @tornado.web.authenticated
     async def get(self) -> None:
         path = self._required("path", "/Volumes/main/ml/images")
-        await self._answer(lambda: browse.volume_entries(get_catalog(), path))
+        limit = self.get_query_argument("limit", None)
+        after = self.get_query_argument("after", None) or None
+        await self._answer(lambda: browse.volume_entries(get_catalog(), path, browse.parse_limit(limit), after))
+
+
+class LoadLineHandler(_Handler):
+    """``GET load-line?source=main.ml.iris`` (or a ``/Volumes`` path): the line "Insert %uc_load" writes."""
+
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        source = self._required("source", "main.ml.iris")
+        await self._answer(lambda: browse.load_line(get_catalog(), source))
 
 
 class PoolsHandler(_Handler):
@@ -135,6 +148,7 @@ def routes(base_url: str) -> list[tuple[str, type[_Handler]]]:
         "objects": ObjectsHandler,
         "table": TableHandler,
         "volume": VolumeHandler,
+        "load-line": LoadLineHandler,
         "pools": PoolsHandler,
     }
     return [(url_path_join(base_url, API_PATH, route), handler) for route, handler in handlers.items()]

@@ -1,220 +1,183 @@
-"""The Spark Connect session: a remote server when configured, else one local server per machine.
+"""The Spark Connect session: a remote server when configured, else the local server of this machine.
 
 ``get_spark()`` connects to ``UC_JUPYTER_SPARK_REMOTE`` (``sc://host:port``) when it is set.
-Otherwise it starts, once, a Spark Connect server from the installed pyspark, bound to 127.0.0.1 on
-a free port, with its state, pid and log under ``$UC_JUPYTER_HOME/spark``; later kernels reuse it,
-and ``uc-jupyter spark stop`` (or :func:`stop_local_server`) stops it.
+Otherwise it connects to the local server of :mod:`uc_jupyter.tables.spark_server` (started on first
+use, with a progress line, and stopped by its watchdog after 30 idle minutes); when that server has
+gone and a new one started, the next ``get_spark()`` connects to the new one.
+
+A process whose server has gone away still exits within seconds: pyspark's exit hook asks the
+server to clean its ML cache with its default retry policy (15 retries over about 10 minutes), so a
+hook of ours, run just before it, gives that clean-up one attempt and at most
+``EXIT_CLEANUP_TIMEOUT_S`` seconds, then closes the channel. Calls to the local server retry for
+about 5 seconds, not 10 minutes: a local server that does not answer has stopped.
 
 Example:
     >>> from uc_jupyter.tables.spark import get_spark
     >>> spark = get_spark()          # doctest: +SKIP
-    starting a local Spark Connect server on 127.0.0.1:40123 (log: ~/.uc_jupyter/spark/logs) ...
+    starting Spark Connect (first use: about 20 s) ... 6 s
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-import fcntl
-import json
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
+import threading
 import warnings
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from uc_jupyter.config import settings
-from uc_jupyter.processes import alive, free_port
+from uc_jupyter.progress import ProgressOutput
+from uc_jupyter.tables.spark_server import (
+    LocalServer,
+    SparkUnavailable,
+    local_server,
+    running_server,
+    server_status,
+    stop_server,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["LocalServer", "SparkUnavailable", "get_spark", "local_server", "running_server", "stop_local_server"]
+__all__ = [
+    "EXIT_CLEANUP_TIMEOUT_S",
+    "LocalServer",
+    "SparkUnavailable",
+    "get_spark",
+    "local_server",
+    "quiet_pandas_version_warning",
+    "running_server",
+    "server_status",
+    "stop_local_server",
+]
 
-_START_TIMEOUT_S = 180.0
-_sessions: dict[str, SparkSession] = {}  # sessions made here, by URL, stopped with their server
+EXIT_CLEANUP_TIMEOUT_S = 3.0
+# A gRPC channel with no call for this long drops its connection (and reconnects on the next call),
+# so the local server's watchdog sees an unused kernel as idle.
+_CHANNEL_IDLE_MS = 60_000
+# Retries against the local server: 0.1 + 0.3 + 0.9 + 2 + 2 s (pyspark's default waits up to 10 min).
+_LOCAL_RETRIES: dict[str, Any] = {
+    "max_retries": 5,
+    "initial_backoff": 100,
+    "backoff_multiplier": 3.0,
+    "max_backoff": 2000,
+}
 
+_sessions: dict[str, SparkSession] = {}  # the sessions made here, by URL
+_local_urls: set[str] = set()  # those of them to a local server
+_lock = threading.Lock()
 
-class SparkUnavailable(ConnectionError):
-    """No Spark Connect server could be reached or started; the message says what to do."""
-
-
-@dataclass(frozen=True)
-class LocalServer:
-    port: int
-    pid: int
-    log_dir: str
-
-    @property
-    def url(self) -> str:
-        return f"sc://127.0.0.1:{self.port}"
-
-
-def get_spark(progress: Callable[[str], object] = print) -> SparkSession:
-    """A Spark Connect session: to ``UC_JUPYTER_SPARK_REMOTE``, or to the local server (started
-    when needed; ``progress`` gets one line while it starts, which takes seconds)."""
-    # PySpark 4.3 warns on every session that pandas >= 3 is untested; everything we use works
-    # (shared/ENVIRONMENT.md), so that one warning is silenced rather than repeated to users.
-    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
-    from pyspark.sql import SparkSession
-
-    remote = settings().spark_remote or local_server(progress=progress).url
-    try:
-        session = SparkSession.builder.remote(remote).getOrCreate()
-    except Exception as exc:
-        raise SparkUnavailable(f"cannot reach Spark Connect at {remote}: {exc}") from exc
-    _sessions[remote] = session
-    return session
+Progress = ProgressOutput | Callable[[str], object] | None
 
 
-def local_server(progress: Callable[[str], object] = print) -> LocalServer:
-    """The running local server, started first when there is none (one per ``UC_JUPYTER_HOME``)."""
-    folder = _folder()
-    with _locked(folder / "start.lock"):
-        running = _running(folder)
-        if running is not None:
-            return running
-        java = shutil.which("java", path=_java_path())
-        if java is None:
-            raise SparkUnavailable(
-                "Java is needed for the local Spark Connect server: install Java 17 "
-                "(apt-get install -y openjdk-17-jre-headless) or set UC_JUPYTER_SPARK_REMOTE=sc://host:port"
-            )
-        port = free_port()
-        log_dir = folder / "logs"
-        progress(f"starting a local Spark Connect server on 127.0.0.1:{port} (log: {log_dir}) ...")
-        subprocess.run(
-            [str(_spark_home() / "sbin" / "start-connect-server.sh"), *_server_args(port, folder)],
-            env=_server_env(folder, port),
-            check=True,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.STDOUT,
-        )
-        pid = _wait_for(port, folder)
-        server = LocalServer(port=port, pid=pid, log_dir=str(log_dir))
-        (folder / "server.json").write_text(json.dumps(asdict(server)))
-        return server
+def get_spark(progress: Progress = None) -> SparkSession:
+    """A Spark Connect session: to ``UC_JUPYTER_SPARK_REMOTE``, or to the local server, started when
+    needed (``progress`` shows the start: a :class:`~uc_jupyter.progress.ProgressOutput`, a function
+    given each line, or None for a widget in a kernel and a rewritten line on a terminal).
 
-
-def running_server() -> LocalServer | None:
-    """The local server of this ``UC_JUPYTER_HOME`` when it runs, without starting one."""
-    return _running(_folder())
+    Example:
+        >>> get_spark(progress=print).range(3).count()   # doctest: +SKIP
+        starting Spark Connect (first use: about 20 s) ... 1 s
+        starting Spark Connect (first use: about 20 s): done in 9 s
+        3
+    """
+    quiet_pandas_version_warning()
+    remote = settings().spark_remote
+    url = remote or local_server(progress=progress).url
+    with _lock:
+        session = _sessions.get(url)
+        if session is not None and not getattr(session, "is_stopped", False):
+            return session
+        if remote is None:
+            for old_url in sorted(_local_urls - {url}):  # their server has gone: the new one has a new port
+                _local_urls.discard(old_url)
+                old = _sessions.pop(old_url, None)
+                if old is not None:
+                    _close(old)
+            _local_urls.add(url)
+        try:
+            session = _connect(url, local=remote is None)
+        except Exception as exc:
+            raise SparkUnavailable(f"cannot reach Spark Connect at {url}: {exc}") from exc
+        _sessions[url] = session
+        return session
 
 
 def stop_local_server(timeout: float = 60.0) -> bool:
-    """Stop the local server; False when none was running."""
-    folder = _folder()
-    with _locked(folder / "start.lock"):
-        running = _running(folder)
-        (folder / "server.json").unlink(missing_ok=True)
-        if running is None:
-            return False
-        session = _sessions.pop(running.url, None)
+    """Stop the local server (after closing this process's sessions to it); False when none ran."""
+    running = running_server()
+    if running is not None:
+        with _lock:
+            session = _sessions.pop(running.url, None)
         if session is not None:
-            # pyspark's exit hook would otherwise retry a dead server for minutes before exiting.
-            with contextlib.suppress(Exception):
-                session.stop()
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(running.pid, 15)
-        deadline = time.monotonic() + timeout
-        while alive(running.pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if alive(running.pid):
-            os.kill(running.pid, 9)
-        return True
+            _close(session)
+    return stop_server(timeout=timeout) is not None
 
 
-def _server_args(port: int, folder: Path) -> list[str]:
-    confs = {
-        "spark.connect.grpc.binding.address": "127.0.0.1",
-        # Tables made in the session catalog go here, not into whatever folder the first kernel ran in.
-        "spark.sql.warehouse.dir": str(folder / "warehouse"),
-        "spark.connect.grpc.binding.port": str(port),
-        "spark.ui.enabled": "false",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.python.worker.reuse": "true",
-    }
-    args = ["--master", "local[2]"]
-    for key, value in confs.items():
-        args += ["--conf", f"{key}={value}"]
-    return args
+def quiet_pandas_version_warning() -> None:
+    """Silence PySpark's warning that pandas >= 3 is untested, in this process.
+
+    PySpark 4.3 warns whenever its pandas helpers are imported (a session, ``toPandas``, or MLflow
+    importing them in a process where a session set ``SPARK_CONNECT_MODE_ENABLED``); everything we use
+    works with the pandas we install (shared/ENVIRONMENT.md), so users are not shown it. Cheap and
+    idempotent; the kernel extension and the ranks call it too.
+    """
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
 
 
-def _server_env(folder: Path, port: int) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "SPARK_HOME": str(_spark_home()),
-            "SPARK_LOG_DIR": str(folder / "logs"),
-            "SPARK_PID_DIR": str(folder / "run"),
-            "SPARK_IDENT_STRING": f"uc-jupyter-{port}",
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            # The server's Python workers must import uc_jupyter (the Delta data source): same venv.
-            "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "PATH": _java_path(),
-        }
-    )
-    return env
+def _connect(url: str, *, local: bool) -> SparkSession:
+    from pyspark.sql.connect.client import DefaultChannelBuilder
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    # What SparkSession.builder.remote() sets: pyspark.sql.functions and friends then take the
+    # Spark Connect path (the builder below, which takes channel options, does not set it).
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    options = [("grpc.client_idle_timeout_ms", _CHANNEL_IDLE_MS)] if local else None
+    session: Any = ConnectSession.builder.channelBuilder(DefaultChannelBuilder(url, channelOptions=options)).create()
+    if local:
+        session.client.set_retry_policies([DefaultPolicy(**_LOCAL_RETRIES)])
+    _bound_exit(session.client)
+    return session  # type: ignore[no-any-return]
 
 
-def _wait_for(port: int, folder: Path) -> int:
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    pid_files = list((folder / "run").glob("*.pid"))
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-            pid_files = sorted((folder / "run").glob(f"*uc-jupyter-{port}*.pid"))
-            if pid_files:
-                return int(pid_files[-1].read_text().strip())
-        time.sleep(0.25)
-    raise SparkUnavailable(
-        f"the local Spark Connect server did not open port {port} within {_START_TIMEOUT_S:.0f} s; "
-        f"see the log in {folder / 'logs'} ({len(pid_files)} pid files)"
-    )
+def _bound_exit(client: Any) -> None:
+    """Run pyspark's exit clean-up for ``client`` first, with one attempt and a time bound.
+
+    atexit runs hooks last-registered first; pyspark registered its own when ``client`` was made,
+    just before this, so ours runs first and leaves the client closed, which pyspark's hook skips.
+    """
+
+    def on_exit() -> None:
+        if client.is_closed:
+            return
+        with contextlib.suppress(Exception):
+            client.set_retry_policies([])  # best-effort clean-up: a dead server gets one attempt
+        cleanup = getattr(client, "_on_exit", None)
+        if cleanup is not None:
+            _run_bounded(cleanup, EXIT_CLEANUP_TIMEOUT_S)
+        with contextlib.suppress(Exception):
+            client.close()  # cancels a clean-up call still waiting on a server that does not answer
+
+    atexit.register(on_exit)
 
 
-def _running(folder: Path) -> LocalServer | None:
+def _run_bounded(call: Callable[[], object], timeout: float) -> None:
     try:
-        server = LocalServer(**json.loads((folder / "server.json").read_text()))
-    except (FileNotFoundError, ValueError, TypeError):
-        return None
-    if not alive(server.pid):
-        return None
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", server.port), timeout=2):
-        return server
-    return None
+        worker = threading.Thread(target=call, name="uc-jupyter-spark-exit", daemon=True)
+        worker.start()
+    except RuntimeError:  # Python >= 3.12 refuses new threads at exit: no retries are left, run it here
+        with contextlib.suppress(Exception):
+            call()
+        return
+    worker.join(timeout)
 
 
-def _folder() -> Path:
-    folder = settings().home / "spark"
-    for sub in ("logs", "run"):
-        (folder / sub).mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def _spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).parent
-
-
-def _java_path() -> str:
-    path = os.environ.get("PATH", "")
-    java_home = os.environ.get("JAVA_HOME")
-    return f"{java_home}/bin:{path}" if java_home else path
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+def _close(session: Any) -> None:
+    """Close a session without waiting on a server that may be gone (no retries, no release)."""
+    with contextlib.suppress(Exception):
+        session.client.set_retry_policies([])
+    with contextlib.suppress(Exception):
+        session.stop()

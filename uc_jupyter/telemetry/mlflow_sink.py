@@ -21,7 +21,8 @@ When:
 Nothing is logged once the run has ended: right before each ``log_batch`` the sink asks the tracking
 server whether the run is still running; once it is not, the windows waiting are dropped and the
 sink stays silent (a pass still open when its run ends is logged up to its last window before).
-Nothing is buffered without a run; a failing MLflow gives one warning and training goes on.
+Nothing is buffered without a run; a failing MLflow gives one notice line (once per process) and
+training goes on. In a notebook :func:`quiet_mlflow_logging` keeps MLflow's INFO lines out of cells.
 
 The run is the active fluent run of this process, or the one ``MLFLOW_RUN_ID`` names (how ranks
 reach their parent's run). Workers never log: the fluent API there silently starts stray runs.
@@ -41,14 +42,19 @@ import os
 import sys
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from uc_jupyter.notices import notice
 from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot
 
-__all__ = ["MlflowSink", "active_run_id", "metric_names"]
+__all__ = ["MlflowSink", "active_run_id", "metric_names", "quiet_mlflow_logging"]
+
+# Each said once per process, as one line (uc_jupyter.notices), not once per loader or per window.
+_UNAVAILABLE = "uc_jupyter.telemetry.mlflow_sink: unavailable"
+_FAILED = "uc_jupyter.telemetry.mlflow_sink: failed"
+_QUIET = "WARNING"  # MLflow's INFO lines ("Created MLflow experiment", run links) are not for a notebook
 
 _WAIT_SECONDS = 30.0  # the most the end of a pass waits for MLflow before giving up on it
 
@@ -64,6 +70,24 @@ def metric_names(rank: int) -> dict[str, str]:
         "samples_per_second": f"{prefix}/samples_per_second/rank_{rank}",
         "cache_hit_rate": f"{prefix}/cache_hit_rate/rank_{rank}",
     }
+
+
+def quiet_mlflow_logging() -> None:
+    """Keep MLflow's INFO logging out of a notebook: MLflow reads ``MLFLOW_LOGGING_LEVEL`` when it is
+    first imported (here, or in ranks and workers, which inherit it); a level the user set wins.
+    When MLflow is already imported, its loggers are raised to that level now.
+
+    Example:
+        >>> quiet_mlflow_logging()   # what %load_ext uc_jupyter does   # doctest: +SKIP
+    """
+    import logging
+
+    threshold = logging.getLevelName(os.environ.setdefault("MLFLOW_LOGGING_LEVEL", _QUIET).upper())
+    if "mlflow" in sys.modules and isinstance(threshold, int):
+        for name in ("mlflow", "alembic"):
+            logger = logging.getLogger(name)
+            if logger.getEffectiveLevel() < threshold:
+                logger.setLevel(threshold)
 
 
 def active_run_id() -> str | None:
@@ -157,7 +181,7 @@ class MlflowSink:
                 baseline=baseline() if baseline is not None else None,
             )
         except Exception as exc:  # MLflow missing or misconfigured: train without it
-            warnings.warn(f"uc_jupyter: not logging data-loading metrics to MLflow: {exc}", stacklevel=2)
+            notice(f"uc_jupyter: not logging data-loading metrics to MLflow: {exc}", key=_UNAVAILABLE)
             return None
 
     # ---------------------------------------------------------------- the training thread
@@ -285,7 +309,7 @@ class MlflowSink:
     def _fail(self, why: str) -> None:
         if not self._broken:
             self._broken = True
-            warnings.warn(f"uc_jupyter: {why}; training goes on without data-loading metrics", stacklevel=3)
+            notice(f"uc_jupyter: {why}; training goes on without data-loading metrics", key=_FAILED)
         with self._lock:
             self._waiting.clear()
 

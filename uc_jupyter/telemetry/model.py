@@ -22,12 +22,22 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-__all__ = ["BUCKET_BOUNDS", "MAIN_WORKER", "Histogram", "Sample", "Snapshot"]
+__all__ = ["BUCKET_BOUNDS", "MAIN_WORKER", "Histogram", "Sample", "Snapshot", "wait_share"]
 
 _PER_DECADE = 8
 # Upper bounds of the buckets, in seconds; one more bucket above the last bound catches the rest.
 BUCKET_BOUNDS: tuple[float, ...] = tuple(10 ** (-5 + i / _PER_DECADE) for i in range(8 * _PER_DECADE + 1))
 MAIN_WORKER = -1  # the ``worker`` of a sample from the training loop itself
+
+
+def wait_share(waited: float, computed: float) -> float | None:
+    """The share of a loop's time spent waiting for data (0..1); None before any time was measured.
+
+    Example:
+        >>> wait_share(3.0, 1.0), wait_share(0.0, 0.0)
+        (0.75, None)
+    """
+    return waited / (waited + computed) if waited + computed > 0 else None
 
 
 @dataclass(frozen=True)
@@ -125,6 +135,7 @@ class Sample:
     bytes_downloaded: int = 0
     retries: int = 0
     shard_size: int = 0
+    skipped: int = 0  # files of the shard left out because they do not match (not images, include/exclude)
     padded: int = 0
     dropped: int = 0
     queue_depth: int = 0  # the loop's sample: batches requested from workers, not yet delivered
@@ -202,6 +213,11 @@ class Snapshot:
     @property
     def bytes_downloaded(self) -> int:
         return sum(s.bytes_downloaded for s in self._all())
+
+    @property
+    def skipped(self) -> int:
+        """Files the workers left out of their shards (not matching the decoder, include or exclude)."""
+        return sum(s.skipped for s in self._all())
 
     def _newest_cache_sample(self) -> Sample | None:
         """The newest sample that saw the shared cache: its counters are the cache's, not a producer's."""

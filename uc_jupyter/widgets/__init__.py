@@ -7,18 +7,19 @@ be replaced by the submodule the moment anything imported ``uc_jupyter.widgets.m
 
 Example:
     >>> from uc_jupyter.widgets import monitor  # doctest: +SKIP
-    >>> with monitor(loader.live_stats, title="epoch 0"):  # doctest: +SKIP
-    ...     for batch in loader:
-    ...         step(batch)
+    >>> with monitor(pool.collector.snapshot, title="2 ranks"):  # doctest: +SKIP
+    ...     pool.run(train)
+    >>> loader = DataLoader(dataset, monitor=True)  # one LoaderMonitor, one dashboard over every pass  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 from uc_jupyter.lazy import lazy_attributes
-from uc_jupyter.widgets.monitor import Monitor, monitor, widgets_can_render
+from uc_jupyter.widgets.monitor import LoaderMonitor, Monitor, monitor, widgets_can_render
 
 __all__ = [
     "LoaderDashboard",
+    "LoaderMonitor",
     "Monitor",
     "latency_chart",
     "monitor",

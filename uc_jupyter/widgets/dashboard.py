@@ -1,4 +1,9 @@
-"""``LoaderDashboard``: live ipywidgets view of a telemetry Snapshot (cache, shards, latency, throughput).
+"""``LoaderDashboard``: live ipywidgets view of a loader's passes (verdict, advice, epochs, cache, shards, latency).
+
+One dashboard serves a loader over all its passes: :meth:`LoaderDashboard.begin_pass` and
+:meth:`LoaderDashboard.end_pass` mark where each pass starts and how it ended (done, stopped early,
+failed: shown in red), and the figures at the top are the current pass's own, labelled with it;
+the epochs table has a row per pass and one for all of them.
 
 The dashboard is an adapter: :mod:`uc_jupyter.widgets.view` derives every text and flag, and
 :mod:`uc_jupyter.widgets.charts` draws the PNGs; this module only moves them into widgets, and
@@ -19,9 +24,10 @@ Example:
     >>> from uc_jupyter.widgets import LoaderDashboard  # doctest: +SKIP
     >>> dashboard = LoaderDashboard(title="training")   # doctest: +SKIP
     >>> display(dashboard)                              # doctest: +SKIP
+    >>> dashboard.begin_pass("epoch 0", loader.stats()) # doctest: +SKIP
     >>> for batch in loader:                            # doctest: +SKIP
     ...     dashboard.update(loader.stats())            # cheap when throttled or unchanged
-    >>> dashboard.flush()                               # doctest: +SKIP
+    >>> dashboard.end_pass(loader.stats())              # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -31,20 +37,24 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped]
 
 from uc_jupyter.telemetry.model import Snapshot
 from uc_jupyter.widgets.charts import COLORS, latency_chart, shard_chart
-from uc_jupyter.widgets.view import DashboardView, HistoryPoint, summary, window
+from uc_jupyter.widgets.monitor import usable_cpus
+from uc_jupyter.widgets.passes import CUMULATIVE, EpochRow, PassRecord, PassState, error_line, forget_snapshots
+from uc_jupyter.widgets.units import format_bytes, format_seconds, three_digits
+from uc_jupyter.widgets.view import DashboardView, HistoryPoint, scoped, view_text, window
 
-__all__ = ["LoaderDashboard", "summary"]
+__all__ = ["LoaderDashboard"]
 
 
 class LoaderDashboard:
-    """Cache fill, shard sizes, fetch latency and throughput of a DataLoader or a rank pool, live.
+    """The verdict, what to change, per-epoch figures, cache fill, shard sizes and fetch latency, live.
 
     Args:
         title: shown above the dashboard.
@@ -52,19 +62,21 @@ class LoaderDashboard:
         max_redraws: redraws per second at most.
         chart_interval: seconds between two renderings of one chart at least (texts are not held back).
         history: how many (time, fetch, compute) windows the time series keeps.
+        cpus: the CPUs a rank's workers may use, for the num_workers advice (None: this process's).
 
     Attributes:
         widget: the ipywidgets ``VBox`` to display (``display(dashboard)`` works too).
         title: the ``HTML`` widget with the title.
-        cache_bar, cache_label, throughput_label, latency_label, hint_label, shard_label: the parts.
+        status_label, verdict_label, advice_label, cache_bar, cache_label, throughput_label,
+        latency_label, epochs_table, shard_label, skipped_label: the parts.
         shard_image, latency_image: ``ipywidgets.Image`` widgets holding the charts' PNGs.
         flagged_ranks: ranks whose shard is uneven or empty in the last drawn snapshot.
         redraws: how many updates changed what is shown.
 
     Example:
-        >>> dashboard = LoaderDashboard(title="epoch 0", clock=lambda: 0.0)  # doctest: +SKIP
-        >>> dashboard.update(snapshot)  # True: drawn                        # doctest: +SKIP
-        >>> dashboard.update(snapshot)  # False: unchanged, nothing sent      # doctest: +SKIP
+        >>> dashboard = LoaderDashboard(title="DataLoader", clock=lambda: 0.0)  # doctest: +SKIP
+        >>> dashboard.update(snapshot)  # True: drawn                          # doctest: +SKIP
+        >>> dashboard.update(snapshot)  # False: unchanged, nothing sent        # doctest: +SKIP
     """
 
     def __init__(
@@ -75,17 +87,20 @@ class LoaderDashboard:
         max_redraws: float = 4.0,
         chart_interval: float = 1.0,
         history: int = 240,
+        cpus: int | None = None,
     ) -> None:
         if max_redraws <= 0:
             raise ValueError(f"max_redraws must be positive, got {max_redraws}")
         self._clock = clock
         self._min_gap = 1.0 / max_redraws
         self._chart_gap = chart_interval
+        self._cpus = cpus if cpus is not None else usable_cpus()
         self._chart_keys: dict[str, object] = {}
         self._chart_times: dict[str, float] = {}
         self._pid = os.getpid()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # end_pass draws under it, through update
         self._history: deque[HistoryPoint] = deque(maxlen=history)
+        self._passes: list[PassRecord] = []
         self._view: DashboardView | None = None
         self._drawn: Snapshot | None = None
         self._last_redraw: float | None = None
@@ -94,23 +109,32 @@ class LoaderDashboard:
         self.flagged_ranks: tuple[int, ...] = ()
 
         self.title = widgets.HTML(f"<b>{html.escape(title)}</b>")
+        self.status_label = widgets.HTML("")
+        self.verdict_label = widgets.HTML("")
+        self.advice_label = widgets.HTML("")
         self.cache_bar = widgets.FloatProgress(value=0.0, min=0.0, max=1.0, description="cache")
         self.cache_label = widgets.Label("")
         self.throughput_label = widgets.Label("")
         self.latency_label = widgets.Label("")
-        self.hint_label = widgets.HTML("")
+        self.epochs_table = widgets.HTML("")
         self.shard_label = widgets.HTML("")
+        self.skipped_label = widgets.Label("")
         self.shard_image = widgets.Image(format="png")
         self.latency_image = widgets.Image(format="png")
+        charts = widgets.Box([self.shard_image, self.latency_image], layout=widgets.Layout(flex_flow="row wrap"))
         self.widget = widgets.VBox(
             [
                 self.title,
-                widgets.HBox([self.cache_bar, self.cache_label]),
+                self.status_label,
+                self.verdict_label,
+                self.advice_label,
                 self.throughput_label,
                 self.latency_label,
-                self.hint_label,
+                widgets.HBox([self.cache_bar, self.cache_label]),
+                self.epochs_table,
                 self.shard_label,
-                widgets.HBox([self.shard_image, self.latency_image]),
+                self.skipped_label,
+                charts,
             ]
         )
 
@@ -119,6 +143,50 @@ class LoaderDashboard:
         """The windows the latency time series shows, oldest first."""
         return tuple(self._history)
 
+    @property
+    def passes(self) -> tuple[PassRecord, ...]:
+        """Every pass begun on this dashboard, oldest first; the last is the one shown on top."""
+        with self._lock:
+            return tuple(self._passes)
+
+    def begin_pass(self, label: str, start: Snapshot | None) -> None:
+        """A new pass (``label``: "epoch 2") whose own figures count from ``start`` (None: from zero).
+
+        A pass still running is marked stopped where this one starts: a loop that left it (a
+        ``break``, an abandoned iterator) never said so.
+        """
+        self._check_process()
+        with self._lock:
+            if self._passes and self._passes[-1].state == "running":
+                self._passes[-1] = replace(self._passes[-1], end=start or self._drawn, state="stopped")
+            self._passes.append(PassRecord(label, start))
+            forget_snapshots(self._passes)
+            if start is not None:
+                self.update(start)  # throttled like any update: a pass's start costs the loop no chart
+
+    def set_passes(self, passes: Sequence[PassRecord], snapshot: Snapshot) -> None:
+        """Show ``passes`` (the last one current) as of ``snapshot``: a dashboard made after they began."""
+        self._check_process()
+        with self._lock:
+            self._passes = list(passes)
+            self.update(snapshot, force=True)
+
+    def end_pass(self, final: Snapshot, *, error: BaseException | str | None = None, stopped: bool = False) -> None:
+        """End the current pass at ``final``: done, ``stopped`` early, or failed with ``error`` (shown in red).
+
+        Updates drawing snapshots older than ``final`` are ignored from now on (a poll that was
+        under way when the pass ended).
+        """
+        self._check_process()
+        with self._lock:
+            if not self._passes:
+                self._passes.append(PassRecord("", None))
+            state: PassState = "failed" if error is not None else "stopped" if stopped else "done"
+            reason = error if isinstance(error, str) or error is None else error_line(error)
+            self._passes[-1] = replace(self._passes[-1], end=final, state=state, error=reason or "")
+            self._pending = None
+            self.update(final, force=True)
+
     def update(self, snapshot: Snapshot, *, force: bool = False) -> bool:
         """Show ``snapshot``; returns whether anything was sent to the browser.
 
@@ -126,12 +194,11 @@ class LoaderDashboard:
         update draws its own, newer one, :meth:`flush` the kept one; ``force=True`` skips that wait
         (a final update). A snapshot that shows what is already shown sends nothing either way.
         """
-        if os.getpid() != self._pid:
-            raise RuntimeError(
-                f"LoaderDashboard.update called in process {os.getpid()}; widgets live in the kernel process "
-                f"({self._pid}): send telemetry there (a Collector) and update the dashboard from the kernel"
-            )
+        self._check_process()
         with self._lock:
+            ended = self._passes[-1].end if self._passes else None
+            if ended is not None and snapshot.time < ended.time:
+                return False  # older than the end of the pass shown: a poll that lost the race
             now = self._clock()
             if not force and self._last_redraw is not None and now - self._last_redraw < self._min_gap:
                 self._pending = snapshot
@@ -145,12 +212,19 @@ class LoaderDashboard:
             pending, self._pending = self._pending, None
         return self.update(pending, force=True) if pending is not None else False
 
+    def _check_process(self) -> None:
+        if os.getpid() != self._pid:
+            raise RuntimeError(
+                f"LoaderDashboard.update called in process {os.getpid()}; widgets live in the kernel process "
+                f"({self._pid}): send telemetry there (a Collector) and update the dashboard from the kernel"
+            )
+
     def _draw(self, snapshot: Snapshot, now: float, force: bool) -> bool:
         point = window(self._drawn, snapshot)
         if point is not None:
             self._history.append(point)
         self._drawn = snapshot
-        view = DashboardView.of(snapshot, tuple(self._history))
+        view = DashboardView.of(snapshot, tuple(self._history), self._passes, cpus=self._cpus)
         charts = self._due_charts(view, now, force)
         old = self._view
         if view == old and not charts:
@@ -191,37 +265,98 @@ class LoaderDashboard:
             png = shard_chart(snapshot)
         else:
             self._chart_keys[name] = view.latency_key
-            png = latency_chart(snapshot, view.latency_key[1])
+            figures = self._passes[-1].figures(snapshot) if self._passes else snapshot
+            png = latency_chart(figures, view.latency_key[1], scope=view.scope)
         self._chart_times[name] = now
         return png
 
     def _show_texts(self, view: DashboardView) -> None:
         # Traitlets only notify on a real change, so unchanged parts send nothing; hold_sync makes
         # the changes of one widget a single message.
+        warning = COLORS["uneven"]
+        self.status_label.value = _status_html(view)
+        self.verdict_label.value = _colored(view.verdict_text, warning if view.input_bound else "", bold=True)
+        self.advice_label.value = _advice_html(view.advice)
         with self.cache_bar.hold_sync():
             self.cache_bar.max = float(max(view.cache_max, 1))
             self.cache_bar.value = float(min(view.cache_value, max(view.cache_max, 1)))
             self.cache_bar.bar_style = "warning" if view.cache_max and view.cache_value >= view.cache_max else ""
         self.cache_label.value = view.cache_text
-        self.throughput_label.value = view.throughput_text
-        self.latency_label.value = view.latency_text
-        self.hint_label.value = _colored(view.hint_text, COLORS["uneven"] if view.input_bound else "")
+        self.throughput_label.value = scoped(view.scope, view.throughput_text)
+        self.latency_label.value = scoped(view.scope, view.latency_text)
+        self.epochs_table.value = _epochs_html(view.epochs)
         warn = bool(view.flagged_ranks) or "empty" in view.shard_text
-        self.shard_label.value = _colored(view.shard_text, COLORS["uneven"] if warn else "")
+        self.shard_label.value = _colored(view.shard_text, warning if warn else "")
+        self.skipped_label.value = view.skipped_text
 
     def text(self) -> str:
-        """The last drawn snapshot as :func:`summary` text ('' before the first draw)."""
+        """What is shown as one plain-text paragraph ('' before the first draw)."""
         with self._lock:
-            drawn = self._drawn
-        return summary(drawn) if drawn is not None else ""
+            view = self._view
+        return view_text(view) if view is not None else ""
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """Let ``display(dashboard)`` show the widget."""
         return self.widget._repr_mimebundle_(**kwargs)
 
 
-def _colored(text: str, color: str) -> str:
+def _colored(text: str, color: str, *, bold: bool = False) -> str:
     if not text:
         return ""
     escaped = html.escape(text)
+    if bold:
+        escaped = f"<b>{escaped}</b>"
     return f'<span style="color:{color}">{escaped}</span>' if color else escaped
+
+
+def _status_html(view: DashboardView) -> str:
+    if not view.status_text:
+        return ""
+    if view.failed:
+        return _colored(view.status_text, COLORS["failed"], bold=True)
+    return _colored(view.status_text, "gray")
+
+
+def _advice_html(advice: tuple[str, ...]) -> str:
+    if not advice:
+        return ""
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in advice)
+    return f'<ul style="margin:0 0 0 1.2em;padding:0">{items}</ul>'
+
+
+_HEADER = ("", "state", "batches", "samples", "samples/s", "waited", "fetch p50", "fetch p95", "hit rate", "downloaded")
+
+
+def _epochs_html(rows: tuple[EpochRow, ...]) -> str:
+    """Per-epoch rows and the cumulative one as a small table (figures right-aligned, as numbers read)."""
+    if not rows:
+        return ""
+    cell = 'style="padding:1px 10px 1px 0;white-space:nowrap;text-align:{align}"'
+    head = "".join(f"<th {cell.format(align='left' if i < 2 else 'right')}>{h}</th>" for i, h in enumerate(_HEADER))
+    body = []
+    for row in rows:
+        failed = row.state.startswith("failed")
+        values = [
+            row.label,
+            row.state,
+            f"{row.batches:,}",
+            f"{row.samples:,}",
+            three_digits(row.samples_per_second),
+            "" if row.wait_share is None else f"{row.wait_share:.0%}",
+            format_seconds(row.fetch_p50) if row.batches else "",
+            format_seconds(row.fetch_p95) if row.batches else "",
+            "" if row.hit_rate is None else f"{row.hit_rate:.0%}",
+            format_bytes(row.downloaded),
+        ]
+        cells = []
+        for i, value in enumerate(values):
+            text = html.escape(value)
+            if i == 1 and failed:  # the whole error is in the status line above, and in the tooltip
+                text = f'<span style="color:{COLORS["failed"]}" title="{text}">failed</span>'
+            cells.append(f"<td {cell.format(align='left' if i < 2 else 'right')}>{text}</td>")
+        weight = ' style="font-weight:bold;border-top:1px solid #ccc"' if row.label == CUMULATIVE else ""
+        body.append(f"<tr{weight}>{''.join(cells)}</tr>")
+    return (
+        '<table style="border-collapse:collapse;font-size:12px;margin:4px 0">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    )

@@ -1,44 +1,64 @@
-"""``monitor()``: show a live dashboard while a block of work runs, only if it runs long enough.
+"""Live dashboards while work runs, only if it runs long enough: :class:`LoaderMonitor` and ``monitor()``.
 
-A background daemon thread of the kernel process polls a snapshot source (``loader.live_stats``,
-``pool.collector.snapshot``) every ``interval`` seconds. Once the work has
-lasted ``show_after`` seconds, it displays a :class:`~uc_jupyter.widgets.dashboard.LoaderDashboard`
-and keeps it updated (the dashboard throttles itself); when the work ends, one final update shows
-the end state. Quick cells stay clean: before ``show_after`` nothing is polled or displayed.
+A :class:`LoaderMonitor` belongs to one loader (or a rank pool) and keeps **one** dashboard over all
+its passes. For each pass (:meth:`LoaderMonitor.begin` .. :meth:`LoaderMonitor.end`) a daemon thread
+of the kernel process polls a snapshot source (``loader.live_stats``, ``pool.collector.snapshot``)
+every ``interval`` seconds; once the pass has lasted ``show_after`` seconds the dashboard appears
+(again in each new cell that runs a pass, the same widget: every view of it stays live). When the
+pass ends the dashboard shows its end state: done, stopped early, or failed in red with the error.
+Quick passes stay clean: before ``show_after`` nothing is polled or displayed.
+
+Nothing about a pass waits on its poll thread: the end state is drawn from the snapshot the caller
+hands over (the loop's own), under the dashboard's lock, and a poll that was still under way when
+the pass ended is ignored when it arrives. A poll stuck in ``source()`` or in a slow first import
+leaves the dashboard unchanged until the next pass; it never fails a later pass. In IPython, a cell
+that raises while a pass is open (the loop's body failed) marks that pass failed with the cell's error.
 
 Where widgets cannot render (plain ``python``, a terminal IPython: no kernel with comms) nothing
-is polled either; at the end, if the work lasted ``show_after`` seconds, :func:`summary` is printed.
-Telemetry failures never mask or replace the outcome of the work: they become one warning.
+is polled either; at the end, if the pass lasted ``show_after`` seconds, :func:`summary` is printed.
+Telemetry failures never mask or replace the outcome of the work: they become one notice.
 
 Example:
     >>> from uc_jupyter.widgets import monitor  # doctest: +SKIP
-    >>> with monitor(loader.live_stats, title="epoch 0"):  # doctest: +SKIP
-    ...     for x, y in loader:
-    ...         train_step(x, y)
     >>> with monitor(pool.collector.snapshot, title="2 ranks"):  # every rank's numbers  # doctest: +SKIP
     ...     pool.run(train)
+    >>> watch = LoaderMonitor(loader.live_stats, title="DataLoader")  # DataLoader(monitor=True)'s  # doctest: +SKIP
+    >>> for epoch in range(3):                                        # doctest: +SKIP
+    ...     watch.begin(f"epoch {epoch}", loader.stats())
+    ...     for x, y in loader:
+    ...         train_step(x, y)
+    ...     watch.end(loader.stats())
 """
 
 from __future__ import annotations
 
 import contextvars
+import os
 import sys
 import threading
 import time
-import warnings
+import weakref
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from uc_jupyter.notices import notice
 from uc_jupyter.telemetry.model import Snapshot
+from uc_jupyter.widgets.passes import PassRecord, PassState, error_line, forget_snapshots
 from uc_jupyter.widgets.view import summary
 
 if TYPE_CHECKING:
     from uc_jupyter.widgets.dashboard import LoaderDashboard
 
-__all__ = ["Monitor", "monitor", "widgets_can_render"]
+__all__ = ["LoaderMonitor", "Monitor", "monitor", "usable_cpus", "widgets_can_render"]
 
-_JOIN_SECONDS = 5.0  # how long exit waits for a poll stuck in source(); the thread is a daemon anyway
+_JOIN_SECONDS = 1.0  # how long a pass's end waits for its poll thread to notice; never an error
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: what workers of this kernel's loaders can use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def widgets_can_render() -> bool:
@@ -48,16 +68,286 @@ def widgets_can_render() -> bool:
     has one but no ``kernel``. IPython is not imported for the question: if nothing imported it,
     there is no shell.
     """
-    if "IPython" not in sys.modules:
-        return False
-    from IPython import get_ipython
-
-    shell = get_ipython()
+    shell = _shell()
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
+def _shell() -> Any:
+    if "IPython" not in sys.modules:
+        return None
+    from IPython import get_ipython
+
+    return get_ipython()
+
+
+_cells_begun = [0]  # cells IPython began since the counter below was installed
+
+
+def _current_cell() -> object:
+    """The cell running now (None outside IPython): a count of IPython's ``pre_run_cell`` events.
+
+    Not ``execution_count``: ipykernel has already moved it on while a cell runs and plain IPython
+    has not, and both move it before ``post_run_cell``; the events come once per cell everywhere.
+    """
+    shell = _shell()
+    if shell is None or not hasattr(shell, "events"):
+        return None
+    if not getattr(shell, "_uc_jupyter_counts_cells", False):
+        shell._uc_jupyter_counts_cells = True
+
+        def began(*_: object) -> None:
+            _cells_begun[0] += 1
+
+        shell.events.register("pre_run_cell", began)
+    return (id(shell), _cells_begun[0])
+
+
+@dataclass
+class _Pass:
+    """One pass's polling state (mutable, guarded by the monitor's lock)."""
+
+    began: float
+    cell: object
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    ended: bool = False
+
+
+class LoaderMonitor:
+    """One live dashboard for a loader across its passes; see the module's docstring.
+
+    Args:
+        source: returns the newest cumulative Snapshot; called from the poll thread, so it must be
+            thread-safe (``loader.live_stats`` and ``pool.collector.snapshot`` are).
+        title: shown above the dashboard and before the text summary.
+        interval: seconds between polls.
+        show_after: a pass shows the dashboard only once it has run this long (by ``clock``).
+        clock: seconds; also the dashboard's throttle clock (inject a fake one in tests).
+        display: called with the dashboard's widget to show it; None: IPython's ``display`` when
+            this is a kernel that renders widgets, else a text summary is printed at each pass's end.
+        cell: which cell runs now (the dashboard is displayed once per cell); default: IPython's cells.
+
+    Attributes:
+        dashboard: the dashboard once shown, else None.
+        passes: every pass begun, as :class:`~uc_jupyter.widgets.passes.PassRecord` (label, start,
+            end, state, error), oldest first; only the first and the last 8 keep their snapshots.
+        error: the exception the last failed telemetry call raised, if any (that pass's polling stops).
+    """
+
+    def __init__(
+        self,
+        source: Callable[[], Snapshot],
+        *,
+        title: str = "uc_jupyter data loading",
+        interval: float = 0.25,
+        show_after: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        display: Callable[[Any], object] | None = None,
+        cell: Callable[[], object] = _current_cell,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError(f"interval must be positive, got {interval}")
+        if show_after < 0:
+            raise ValueError(f"show_after must be 0 or more, got {show_after}")
+        self._source = source
+        self.title = title
+        self._interval = interval
+        self._show_after = show_after
+        self._clock = clock
+        self._display = display
+        self._cell = cell
+        self._widgets = display is not None or widgets_can_render()
+        self._lock = threading.Lock()
+        self._pass: _Pass | None = None
+        self._building = False
+        self._shown_in: set[object] = set()
+        self._hooked = False
+        self.passes: list[PassRecord] = []
+        self.dashboard: LoaderDashboard | None = None
+        self.error: BaseException | None = None
+
+    @property
+    def shown(self) -> bool:
+        return self.dashboard is not None
+
+    @property
+    def running(self) -> bool:
+        """Whether a pass has begun and not ended."""
+        with self._lock:
+            return self._pass is not None and not self._pass.ended
+
+    def begin(self, label: str, start: Snapshot | None) -> None:
+        """A new pass: ``label`` ("epoch 2") and the cumulative snapshot at its start (None: from zero).
+
+        A pass still open is ended as stopped first (the loop left it without saying so).
+        """
+        if self.running:
+            self.end(start, stopped=True)
+        with self._lock:
+            current = _Pass(began=self._clock(), cell=self._cell())
+            self._pass = current
+            self.passes.append(PassRecord(label, start))
+            forget_snapshots(self.passes)
+            if self.dashboard is not None:
+                self.dashboard.begin_pass(label, start)
+        self._hook_cell_end()
+        if self._widgets:
+            # The copied context carries the cell's output routing (ipykernel keeps the parent
+            # message in context variables), so what the thread displays lands in this cell.
+            context = contextvars.copy_context()
+            thread = threading.Thread(
+                target=context.run, args=(self._poll, current), name="uc_jupyter-monitor", daemon=True
+            )
+            current.thread = thread
+            thread.start()
+
+    def end(self, final: Snapshot | None, *, error: BaseException | str | None = None, stopped: bool = False) -> None:
+        """End the open pass at ``final`` (the loop's own last snapshot; None: ask ``source()``).
+
+        ``error`` marks it failed (shown in red as "failed: Type: message"), ``stopped`` as left
+        early. Draws the end state now; never waits long for the poll thread and never raises for it.
+        """
+        with self._lock:
+            current = self._pass
+            if current is None or current.ended:
+                return
+            current.ended = True
+            current.stop.set()
+        long_enough = self._clock() - current.began >= self._show_after
+        if final is None and (long_enough or self.dashboard is not None):  # quick work: nothing asked
+            final = self._safe_source()
+        reason = error if isinstance(error, str) or error is None else error_line(error)
+        state: PassState = "failed" if error is not None else "stopped" if stopped else "done"
+        with self._lock:
+            record = self.passes[-1]
+            self.passes[-1] = replace(record, end=final or record.start, state=state, error=reason or "")
+            if self.dashboard is not None and final is not None:
+                self.dashboard.end_pass(final, error=reason, stopped=stopped)
+                if long_enough:
+                    self._show_here(current)
+            build = self._widgets and self.dashboard is None and not self._building and long_enough
+            if build:
+                self._building = True
+        if build and final is not None:
+            self._adopt(self._build(), final, current)  # the work ended between two polls, after show_after
+        elif not self._widgets and long_enough and final is not None:
+            print(summary(final, title=self.title, passes=self.passes, cpus=usable_cpus()), flush=True)
+        if current.thread is not None:
+            current.thread.join(_JOIN_SECONDS)
+        if self.error is not None:
+            failure = f"{type(self.error).__name__}: {self.error}"
+            notice(  # once per monitor and failure, however many passes it fails
+                f"uc_jupyter monitor {self.title!r}: telemetry failed and live updates stopped: {failure}",
+                key=("monitor", id(self), failure),
+            )
+
+    def fail_open_pass(self, error: BaseException | str) -> bool:
+        """Mark the last pass failed with ``error`` if it is open, or was stopped, in the cell running now.
+
+        The loop's body raising leaves the loader's pass without a word (the loop just stops
+        asking); IPython tells the monitor at the end of the cell, through this. True when a pass
+        was marked.
+        """
+        with self._lock:
+            current = self._pass
+            if current is None or not self.passes or current.cell != self._cell():
+                return False
+            record = self.passes[-1]
+            if record.state not in ("running", "stopped"):
+                return False
+        if record.state == "running":
+            self.end(None, error=error)
+            return True
+        reason = error if isinstance(error, str) else error_line(error)
+        with self._lock:
+            self.passes[-1] = replace(record, state="failed", error=reason)
+            if self.dashboard is not None and record.end is not None:
+                self.dashboard.end_pass(record.end, error=reason)
+        return True
+
+    # ------------------------------------------------------------------ the poll thread
+    def _poll(self, current: _Pass) -> None:
+        while not current.stop.wait(self._interval):
+            if self._clock() - current.began < self._show_after:
+                continue
+            try:
+                snapshot = self._source()
+                with self._lock:
+                    build = self.dashboard is None and not self._building
+                    if build:
+                        self._building = True
+                if build:
+                    # Outside the lock: the first dashboard imports ipywidgets and matplotlib (seconds
+                    # on a busy machine, more when matplotlib builds its font cache).
+                    self._adopt(self._build(), snapshot, current)
+                    continue
+                with self._lock:
+                    if current.ended or self.dashboard is None:
+                        return
+                    self.dashboard.update(snapshot)
+                    self._show_here(current)
+            except Exception as failure:
+                self.error = failure
+                with self._lock:
+                    self._building = False
+                return
+
+    def _build(self) -> LoaderDashboard:
+        from uc_jupyter.widgets.dashboard import LoaderDashboard
+
+        return LoaderDashboard(title=self.title, clock=self._clock)
+
+    def _adopt(self, dashboard: LoaderDashboard, snapshot: Snapshot, current: _Pass) -> None:
+        """Make a freshly built dashboard the monitor's: every pass so far (also those too quick to show
+        it, and the current one as it is now, perhaps ended meanwhile), filled, then displayed."""
+        with self._lock:
+            self._building = False
+            last = self.passes[-1]
+            dashboard.set_passes(self.passes, last.end if last.end is not None else snapshot)
+            self.dashboard = dashboard
+            self._show_here(current)
+
+    def _show_here(self, current: _Pass) -> None:
+        """Display the dashboard in the current pass's cell unless it is there already (lock held)."""
+        if self.dashboard is None or current.cell in self._shown_in:
+            return
+        self._shown_in.add(current.cell)
+        if self._display is not None:
+            self._display(self.dashboard.widget)
+        else:
+            from IPython.display import display
+
+            display(self.dashboard.widget)  # type: ignore[no-untyped-call]
+
+    def _safe_source(self) -> Snapshot | None:
+        try:
+            return self._source()
+        except Exception as failure:
+            self.error = failure
+            return None
+
+    def _hook_cell_end(self) -> None:
+        """Once per monitor: at the end of a cell that raised, mark a pass it left open or stopped failed."""
+        shell = _shell()
+        if self._hooked or shell is None or not hasattr(shell, "events"):
+            return
+        self._hooked = True
+        owner = weakref.ref(self)  # the shell outlives loaders: it must not keep them alive
+
+        def after_cell(result: Any) -> None:
+            watch = owner()
+            if watch is None:
+                shell.events.unregister("post_run_cell", after_cell)
+                return
+            error = getattr(result, "error_in_exec", None)
+            if error is not None:
+                watch.fail_open_pass(error)
+
+        shell.events.register("post_run_cell", after_cell)
+
+
 class Monitor:
-    """The context manager :func:`monitor` returns; see there.
+    """The context manager :func:`monitor` returns: one pass of a :class:`LoaderMonitor`; see there.
 
     Attributes:
         dashboard: the dashboard once shown, else None.
@@ -74,94 +364,36 @@ class Monitor:
         clock: Callable[[], float],
         display: Callable[[Any], object] | None,
     ) -> None:
-        if interval <= 0:
-            raise ValueError(f"interval must be positive, got {interval}")
-        if show_after < 0:
-            raise ValueError(f"show_after must be 0 or more, got {show_after}")
-        self._source = source
+        self._watch = LoaderMonitor(
+            source, title=title, interval=interval, show_after=show_after, clock=clock, display=display
+        )
         self.title = title
-        self._interval = interval
-        self._show_after = show_after
-        self._clock = clock
-        self._display = display
-        self._widgets = display is not None or widgets_can_render()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._started = 0.0
-        self.dashboard: LoaderDashboard | None = None
-        self.error: BaseException | None = None
+        self._entered = False
+
+    @property
+    def dashboard(self) -> LoaderDashboard | None:
+        return self._watch.dashboard
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._watch.error
 
     @property
     def shown(self) -> bool:
-        return self.dashboard is not None
+        return self._watch.shown
 
     def __enter__(self) -> Monitor:
-        if self._thread is not None:
+        if self._entered:
             raise RuntimeError("a monitor runs once; make a new one with monitor()")
-        self._started = self._clock()
-        if self._widgets:
-            # The copied context carries the cell's output routing (ipykernel keeps the parent
-            # message in context variables), so what the thread displays lands in this cell.
-            context = contextvars.copy_context()
-            self._thread = threading.Thread(
-                target=context.run, args=(self._poll,), name="uc_jupyter-monitor", daemon=True
-            )
-            self._thread.start()
+        self._entered = True
+        self._watch.begin("", None)
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(_JOIN_SECONDS)
-        long_enough = self._clock() - self._started >= self._show_after
-        try:
-            if self._thread is not None and self._thread.is_alive():
-                # A poll is stuck in source(); drawing beside it would race it for the widgets.
-                raise TimeoutError(f"source() did not return within {_JOIN_SECONDS:g} s")
-            if self._widgets:
-                if self.dashboard is None and long_enough:
-                    self._show()  # the work ended between two polls, after show_after
-                if self.dashboard is not None:
-                    self.dashboard.update(self._source(), force=True)
-            elif long_enough:
-                print(summary(self._source(), title=self.title), flush=True)
-        except Exception as failure:
-            self.error = self.error or failure
-        if self.error is not None:
-            warnings.warn(
-                f"uc_jupyter monitor {self.title!r}: telemetry failed and the dashboard stopped: "
-                f"{type(self.error).__name__}: {self.error}",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-
-    def _poll(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                if self.dashboard is None:
-                    if self._clock() - self._started < self._show_after:
-                        continue
-                    self._show()
-                else:
-                    self.dashboard.update(self._source())
-            except Exception as failure:
-                self.error = failure
-                return
-
-    def _show(self) -> None:
-        from uc_jupyter.widgets.dashboard import LoaderDashboard
-
-        dashboard = LoaderDashboard(title=self.title, clock=self._clock)
-        dashboard.update(self._source(), force=True)  # filled before it appears
-        if self._display is not None:
-            self._display(dashboard.widget)
-        else:
-            from IPython.display import display
-
-            display(dashboard.widget)  # type: ignore[no-untyped-call]
-        self.dashboard = dashboard
+        stopped = isinstance(error, GeneratorExit)  # a generator around the body was closed early
+        self._watch.end(None, error=None if stopped else error, stopped=stopped)
 
 
 def monitor(
@@ -187,7 +419,8 @@ def monitor(
         display: called once with the dashboard's widget to show it; None: IPython's ``display``
             when this is a kernel that renders widgets, else a text summary printed at the end.
 
-    The poll thread stops when the body ends, also when it raises; the body's exception propagates.
+    The poll thread stops when the body ends, also when it raises; the body's exception propagates
+    and the dashboard shows it ("failed: Type: message").
 
     Example:
         >>> with monitor(loader.live_stats, title="epoch 0") as m:  # doctest: +SKIP
@@ -196,4 +429,8 @@ def monitor(
         >>> m.shown, m.dashboard.flagged_ranks  # doctest: +SKIP
         (True, ())
     """
+    if interval <= 0:
+        raise ValueError(f"interval must be positive, got {interval}")
+    if show_after < 0:
+        raise ValueError(f"show_after must be 0 or more, got {show_after}")
     return Monitor(source, title=title, interval=interval, show_after=show_after, clock=clock, display=display)

@@ -4,6 +4,10 @@ Kept apart from the widgets and the charts so that the text fallback (:func:`sum
 ipywidgets nor matplotlib, and so that the dashboard can tell an unchanged snapshot by comparing two
 :class:`DashboardView` values instead of the snapshots themselves (whose times always differ).
 
+The main figures are the current pass's own (labelled with it, "epoch 2: ..."); the epochs table
+(:mod:`uc_jupyter.widgets.passes`) holds every pass and the cumulative row; the verdict and the
+recommendations come from :mod:`uc_jupyter.widgets.advice`.
+
 Example:
     >>> from uc_jupyter.telemetry.model import Histogram, Sample, Snapshot
     >>> loop = Sample(rank=0, worker=-1, seq=1, time=10.0, started=0.0, batches=4, samples=256,
@@ -12,17 +16,23 @@ Example:
     >>> snap = Snapshot({(0, -1): loop, **shards}, time=10.0)
     >>> shard_report(snap).empty_workers
     ((0, 1),)
-    >>> print(summary(snap, title="epoch 0"))  # doctest: +NORMALIZE_WHITESPACE
-    epoch 0: 4 batches, 256 samples at 25.6 samples/s; fetch p50 205 ms, p95 234 ms, p99 236 ms;
-    input-bound: the loop waited for data 84% of the time; no shared cache (files read in place);
+    >>> print(summary(snap, title="DataLoader"))  # doctest: +NORMALIZE_WHITESPACE
+    DataLoader: 4 batches, 256 samples at 25.6 samples/s; fetch p50 205 ms, p95 234 ms, p99 236 ms;
+    input-bound: the loop waited for data 84% of the time (over 10%: data loading holds training back);
+    to do: raise num_workers to 4: data loads inside the training loop, between its steps;
+    no shared cache (files read in place);
     shards: 1 rank x 2 workers, 40 items; empty: rank 0 worker 1.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from uc_jupyter.telemetry.model import Histogram, Snapshot
+from uc_jupyter.telemetry.model import Histogram, Snapshot, wait_share
+from uc_jupyter.widgets.advice import INPUT_BOUND_SHARE, advise, skipped_text, verdict
+from uc_jupyter.widgets.passes import EpochRow, PassRecord, epoch_rows
+from uc_jupyter.widgets.units import format_bytes, format_seconds, three_digits
 
 __all__ = [
     "INPUT_BOUND_SHARE",
@@ -32,52 +42,12 @@ __all__ = [
     "fetch_share",
     "format_bytes",
     "format_seconds",
+    "scoped",
     "shard_report",
     "summary",
+    "view_text",
     "window",
 ]
-
-# The loop is input-bound when it spends more of its time waiting in next() than computing.
-INPUT_BOUND_SHARE = 0.5
-
-
-def format_seconds(seconds: float) -> str:
-    """A duration with three significant digits and a unit a person reads at a glance.
-
-    Example:
-        >>> format_seconds(0.000_85), format_seconds(0.0123), format_seconds(2.5), format_seconds(0)
-        ('850 us', '12.3 ms', '2.50 s', '0 s')
-    """
-    if seconds <= 0:
-        return "0 s"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if seconds >= scale:
-            return f"{_three_digits(seconds / scale)} {unit}"
-    return f"{_three_digits(seconds / 1e-9)} ns"
-
-
-def format_bytes(count: float) -> str:
-    """A byte count in decimal units (as the rest of the project prints them).
-
-    Example:
-        >>> format_bytes(0), format_bytes(1234), format_bytes(12_345_678), format_bytes(3e12)
-        ('0 B', '1.23 kB', '12.3 MB', '3.00 TB')
-    """
-    if count < 1000:
-        return f"{int(count)} B"
-    for unit in ("kB", "MB", "GB", "TB"):
-        count /= 1000
-        if count < 1000 or unit == "TB":
-            return f"{_three_digits(count)} {unit}"
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _three_digits(value: float) -> str:
-    if value >= 100:
-        return f"{value:.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
 
 
 @dataclass(frozen=True)
@@ -123,8 +93,7 @@ def _is_whole(histogram: Histogram) -> bool:
 
 def fetch_share(snapshot: Snapshot) -> float | None:
     """The share of the loop's time spent waiting for data (0..1); None before any time was measured."""
-    waited, computed = snapshot.fetch.total, snapshot.between.total
-    return waited / (waited + computed) if waited + computed > 0 else None
+    return wait_share(snapshot.fetch.total, snapshot.between.total)
 
 
 @dataclass(frozen=True)
@@ -148,7 +117,8 @@ class ShardReport:
         if not self.ranks:
             return "shards: no shard telemetry yet"
         per_rank = {sum(1 for r, _ in self.workers if r == rank) for rank in self.ranks}
-        workers = f" x {per_rank.pop()} workers" if len(per_rank) == 1 else ""
+        count = per_rank.pop() if len(per_rank) == 1 else 0
+        workers = f" x {count} worker{'' if count == 1 else 's'}" if count else ""
         ranks = f"{len(self.ranks)} rank{'s' if len(self.ranks) > 1 else ''}{workers}"
         sizes = sorted(set(self.ranks.values()))
         if len(sizes) == 1:
@@ -186,52 +156,81 @@ class DashboardView:
     only when what it draws changed (PNG encoding is the expensive part of a redraw).
     """
 
+    scope: str  # the pass the main figures (throughput, latency, verdict) are of ("epoch 2"), '' without passes
+    status_text: str  # "epoch 2: running", "epoch 1: failed: ValueError: ..."
+    failed: bool
+    verdict_text: str
+    input_bound: bool
+    advice: tuple[str, ...]
     cache_value: int
     cache_max: int
     cache_text: str
     throughput_text: str
     latency_text: str
-    hint_text: str
-    input_bound: bool
+    skipped_text: str
     shard_text: str
     flagged_ranks: tuple[int, ...]
+    epochs: tuple[EpochRow, ...]
     shard_key: tuple[tuple[tuple[int, int], int], ...]
     latency_key: tuple[tuple[int, ...], tuple[HistoryPoint, ...]]
 
     @classmethod
-    def of(cls, snapshot: Snapshot, history: tuple[HistoryPoint, ...] = ()) -> DashboardView:
+    def of(
+        cls,
+        snapshot: Snapshot,
+        history: tuple[HistoryPoint, ...] = (),
+        passes: Sequence[PassRecord] = (),
+        *,
+        cpus: int | None = None,
+    ) -> DashboardView:
+        """The view of ``snapshot`` (cumulative) with ``passes`` of the loader, the last one current."""
+        current = passes[-1] if passes else None
+        figures = current.figures(snapshot) if current is not None else snapshot
+        scope = current.label if current is not None else ""
         shards = shard_report(snapshot)
-        share = fetch_share(snapshot)
+        judged = verdict(figures, scope=scope)
         return cls(
+            scope=scope,
+            status_text=scoped(scope, current.status) if current is not None else "",
+            failed=current is not None and current.state == "failed",
+            verdict_text=judged.text,
+            input_bound=judged.input_bound,
+            advice=advise(figures, cpus=cpus),
             cache_value=snapshot.cache_used_bytes,
             cache_max=snapshot.cache_max_bytes,
-            cache_text=_cache_text(snapshot),
-            throughput_text=_throughput_text(snapshot),
-            latency_text=_latency_text(snapshot),
-            hint_text=_hint_text(share),
-            input_bound=share is not None and share > INPUT_BOUND_SHARE,
+            cache_text=_cache_text(snapshot, figures),
+            throughput_text=_throughput_text(figures),
+            latency_text=_latency_text(figures),
+            skipped_text=skipped_text(snapshot),
             shard_text=shards.text,
             flagged_ranks=shards.flagged_ranks,
+            epochs=epoch_rows(passes, snapshot),
             shard_key=tuple(shards.workers.items()),
-            latency_key=(snapshot.fetch.counts, history),
+            latency_key=(figures.fetch.counts, history),
         )
 
 
-def _cache_text(snapshot: Snapshot) -> str:
+def scoped(scope: str, text: str) -> str:
+    """``text`` labelled with what it counts: 'epoch 2: 38 batches, ...' ('' scope: as it is)."""
+    return f"{scope}: {text}" if scope else text
+
+
+def _cache_text(snapshot: Snapshot, figures: Snapshot) -> str:
+    """The cache's fill (the cache's own, shared) and the hit rate of ``figures`` (this pass's)."""
     if not snapshot.cache_max_bytes:
         return "no shared cache (files read in place)"
     used, budget = snapshot.cache_used_bytes, snapshot.cache_max_bytes
-    evictions = snapshot.cache_evictions
+    evictions = figures.cache_evictions
     return (
         f"cache {format_bytes(used)} of {format_bytes(budget)} ({used / budget:.0%}), "
-        f"hit rate {snapshot.hit_rate:.0%}, {evictions:,} eviction{'' if evictions == 1 else 's'}"
+        f"hit rate {figures.hit_rate:.0%}, {evictions:,} eviction{'' if evictions == 1 else 's'}"
     )
 
 
 def _throughput_text(snapshot: Snapshot) -> str:
     return (
         f"{snapshot.batches:,} batches, {snapshot.samples_delivered:,} samples "
-        f"at {_three_digits(snapshot.samples_per_second)} samples/s"
+        f"at {three_digits(snapshot.samples_per_second)} samples/s"
     )
 
 
@@ -242,20 +241,28 @@ def _latency_text(snapshot: Snapshot) -> str:
     return f"fetch p50 {format_seconds(p['p50'])}, p95 {format_seconds(p['p95'])}, p99 {format_seconds(p['p99'])}"
 
 
-def _hint_text(share: float | None) -> str:
-    if share is None:
-        return ""
-    if share > INPUT_BOUND_SHARE:
-        return f"input-bound: the loop waited for data {share:.0%} of the time"
-    return f"compute-bound: the loop waited for data {share:.0%} of the time"
+def view_text(view: DashboardView) -> str:
+    """A :class:`DashboardView` as one plain-text paragraph (no epochs table)."""
+    advice = "to do: " + "; ".join(view.advice) if view.advice else ""
+    # A pass that ended early says so first; a running or finished one needs no word.
+    status = "" if view.status_text.endswith(("running", "done")) else view.status_text
+    parts = [
+        status,
+        scoped(view.scope, view.throughput_text),
+        view.latency_text,
+        view.verdict_text,
+        advice,
+        view.cache_text,
+        view.shard_text,
+        view.skipped_text,
+    ]
+    return "; ".join(part for part in parts if part) + "."
 
 
-def summary(snapshot: Snapshot, *, title: str = "") -> str:
+def summary(snapshot: Snapshot, *, title: str = "", passes: Sequence[PassRecord] = (), cpus: int | None = None) -> str:
     """The dashboard as one plain-text paragraph, for where widgets cannot render (a terminal, a log).
 
     See the module's example.
     """
-    view = DashboardView.of(snapshot)
-    parts = [view.throughput_text, view.latency_text, view.hint_text, view.cache_text, view.shard_text]
-    text = "; ".join(part for part in parts if part) + "."
+    text = view_text(DashboardView.of(snapshot, passes=passes, cpus=cpus))
     return f"{title}: {text}" if title else text[0].upper() + text[1:]

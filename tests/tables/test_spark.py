@@ -1,0 +1,103 @@
+"""Sessions to a real local Spark Connect server that goes away under them: processes still exit within
+seconds, and the next ``get_spark()`` follows the new server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.tables.spark import get_spark, running_server, stop_local_server
+from uc_jupyter.testing.kernels import kernel_env, running_kernel
+
+# A process that uses a session, then waits for a line on stdin and exits.
+CHILD = """
+import sys
+from uc_jupyter.tables import get_spark
+print(get_spark(progress=lambda _line: None).range(4).count(), flush=True)
+sys.stdin.readline()
+"""
+EXIT_BOUND_S = 60  # generous for a loaded machine; without the bound, pyspark's clean-up retries > 400 s
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A home of its own (this test stops its server), with no idle stop."""
+    path = tmp_path / "home"
+    monkeypatch.setenv("UC_JUPYTER_HOME", str(path))
+    monkeypatch.setenv("UC_JUPYTER_SPARK_IDLE_TIMEOUT", "never")
+    yield path
+    stop_local_server()
+
+
+def _child(env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-W", "ignore", "-c", CHILD],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_processes_exit_within_seconds_after_their_server_is_gone_and_get_spark_follows_the_new_one(
+    home: Path,
+) -> None:
+    lines: list[str] = []
+    first = get_spark(progress=lines.append)
+    assert lines[0].startswith("starting Spark Connect (first use: about 20 s) ... ")
+    assert lines[-1].startswith("starting Spark Connect (first use: about 20 s): done in ")
+    assert first.range(3).count() == 3
+    server = running_server()
+    assert server is not None
+
+    env = {**os.environ}
+    local = _child(env)  # reaches the local server through get_spark's own lookup
+    remote = _child({**env, "UC_JUPYTER_SPARK_REMOTE": server.url})  # the way tests reach the shared server
+    for child in (local, remote):
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "4", child.stderr.read() if child.stderr else ""
+
+    stop = subprocess.run(
+        [sys.executable, "-m", "uc_jupyter.cli", "spark", "stop"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert stop.stdout.strip() == "stopped local Spark Connect server", stop.stderr
+    for child in (local, remote):
+        _, err = child.communicate("\n", timeout=EXIT_BOUND_S)  # raises TimeoutExpired if exit hangs
+        assert child.returncode == 0, err[-2000:]
+
+    # This process's session was left behind by a stop elsewhere (as by the idle watchdog): the next
+    # get_spark() starts a new server and connects to it.
+    second = get_spark(progress=lines.append)
+    assert lines[-1].startswith("starting Spark Connect (about ")  # the last start's duration, remembered
+    assert second is not first
+    assert second.range(5).count() == 5
+    again = running_server()
+    assert again is not None and again.url != server.url
+    assert get_spark() is second
+
+
+def test_in_a_real_kernel_a_first_table_load_shows_one_progress_widget(
+    catalog: LocalCatalog, isolated_home: Path, tmp_path: Path
+) -> None:
+    """`%uc_load main.ml.points --to pandas --limit 5` on a machine with no server yet: one widget
+    says what is awaited (the server start, then the load) and how long, and ends with the total."""
+    env = kernel_env(UC_JUPYTER_HOME=str(isolated_home), UC_JUPYTER_PRINCIPAL="admin")
+    env |= {"UC_JUPYTER_SPARK_IDLE_TIMEOUT": "10m"}  # stopped below; the watchdog if this test is killed
+    try:
+        with running_kernel(env=env, cwd=tmp_path, load_extension=True, timeout=300) as kernel:
+            cell = kernel.run("df = %uc_load main.ml.points --to pandas --limit 5\nlen(df)")
+    finally:
+        stopped = stop_local_server()  # the server outlives the kernel (its own session), for later kernels
+    assert cell.failure is None, cell.failure
+    assert stopped
+    assert cell.results == ["5"]
+    assert len(cell.displays) == 1 and "application/vnd.jupyter.widget-view+json" in cell.displays[0]
+    assert any("starting Spark Connect (first use: about 20 s) ... " in value for value in cell.values)
+    assert cell.values[-1].startswith("<code>loading main.ml.points: done in ")

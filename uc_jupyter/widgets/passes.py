@@ -1,0 +1,188 @@
+"""Passes of a loader (epochs) as figures of their own: what a pass added to cumulative telemetry. Pure, no I/O.
+
+Producers publish cumulative counters, so a Snapshot taken at a pass's end holds every earlier pass
+too. A pass's own figures are the end snapshot minus the snapshot taken when it began
+(:func:`since`); the dashboard keeps one :class:`PassRecord` per pass and shows a row per epoch
+plus one for all of them (:func:`epoch_rows`), each labelled with what it counts.
+
+Example:
+    >>> from uc_jupyter.telemetry.model import Histogram, Sample, Snapshot, wait_share
+    >>> def loop(t, n):
+    ...     return Sample(rank=0, worker=-1, seq=n, time=t, batches=n, samples=4 * n,
+    ...                   fetch=Histogram.of([0.01] * n), started=0.0)
+    >>> start, end = Snapshot({(0, -1): loop(5.0, 10)}, 5.0), Snapshot({(0, -1): loop(9.0, 30)}, 9.0)
+    >>> epoch = since(end, start)
+    >>> epoch.batches, epoch.samples_delivered, epoch.samples_per_second
+    (20, 80, 20.0)
+    >>> rows = epoch_rows([PassRecord("epoch 0", start, end, "done")], end)
+    >>> [(row.label, row.state, row.batches) for row in rows]
+    [('epoch 0', 'done', 20)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Literal
+
+from uc_jupyter.telemetry.model import Histogram, Sample, Snapshot, wait_share
+
+__all__ = [
+    "CUMULATIVE",
+    "SHOWN_PASSES",
+    "EpochRow",
+    "PassRecord",
+    "PassState",
+    "epoch_rows",
+    "error_line",
+    "forget_snapshots",
+    "since",
+]
+
+PassState = Literal["running", "done", "failed", "stopped"]
+CUMULATIVE = "all epochs"  # the label of the row that sums every pass
+SHOWN_PASSES = 8  # rows of their own in the epochs table; the cumulative row sums every pass
+_COUNTERS = ("batches", "samples", "files", "bytes", "hits", "misses", "bytes_downloaded", "retries", "cache_evictions")
+
+
+def since(current: Snapshot, start: Snapshot | None) -> Snapshot:
+    """What ``current`` holds beyond ``start``: counters and histograms subtracted per producer.
+
+    Gauges (shard sizes, skipped files, queue depths, cache fill and budget) are the current ones. A
+    producer that is new, or restarted and counts from zero again (a new worker process), counts
+    whole. Rates start at ``start.time``, so ``samples_per_second`` is the pass's own.
+    """
+    if start is None:
+        return current
+    samples: dict[tuple[int, int], Sample] = {}
+    for key, now in current.samples.items():
+        before = start.samples.get(key)
+        samples[key] = now if before is None or _restarted(now, before) else _minus(now, before, start.time)
+    return Snapshot(MappingProxyType(samples), current.time)
+
+
+def _restarted(now: Sample, before: Sample) -> bool:
+    if any(getattr(now, name) < getattr(before, name) for name in _COUNTERS if name != "cache_evictions"):
+        return True
+    return any(a < b for a, b in zip(now.fetch.counts, before.fetch.counts, strict=True))
+
+
+def _minus(now: Sample, before: Sample, began: float) -> Sample:
+    counters = {name: getattr(now, name) - getattr(before, name) for name in _COUNTERS}
+    if now.cache_evictions < before.cache_evictions:  # the cache was made anew (its counter is the cache's own)
+        counters["cache_evictions"] = now.cache_evictions
+    return replace(
+        now,
+        fetch=_histogram_minus(now.fetch, before.fetch),
+        between=_histogram_minus(now.between, before.between),
+        started=max(now.started, began),
+        **counters,
+    )
+
+
+def _histogram_minus(now: Histogram, before: Histogram) -> Histogram:
+    delta = now.minus(before)
+    # Sums of floats subtracted may end a hair below zero; the counts are exact.
+    return Histogram(delta.counts, max(delta.total, 0.0), max(delta.squares, 0.0))
+
+
+def error_line(error: BaseException) -> str:
+    """'Type: message' with the message's first line only (a worker's error carries its whole traceback).
+
+    Example:
+        >>> error_line(ValueError("Caught ValueError in DataLoader worker process 0.\\nOriginal Traceback ..."))
+        'ValueError: Caught ValueError in DataLoader worker process 0.'
+    """
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    """One pass over a loader: its label ("epoch 2"), the snapshots at its start and end, and how it ended.
+
+    ``end`` is None while the pass runs; ``error`` is "Type: message" of a failed pass.
+    """
+
+    label: str
+    start: Snapshot | None
+    end: Snapshot | None = None
+    state: PassState = "running"
+    error: str = ""
+
+    def figures(self, current: Snapshot) -> Snapshot:
+        """This pass's own figures: its end (or ``current`` while it runs) minus its start."""
+        return since(self.end if self.end is not None else current, self.start)
+
+    @property
+    def status(self) -> str:
+        """'running', 'done', 'stopped after 12 batches' or 'failed: ValueError: bad file'."""
+        if self.state == "failed":
+            return f"failed: {self.error}" if self.error else "failed"
+        if self.state == "stopped" and self.end is not None:
+            batches = since(self.end, self.start).batches
+            return f"stopped after {batches:,} batch{'' if batches == 1 else 'es'}"
+        return self.state
+
+
+@dataclass(frozen=True)
+class EpochRow:
+    """One row of the epochs table: a pass's own figures, or (``label == CUMULATIVE``) all passes'."""
+
+    label: str
+    state: str
+    batches: int
+    samples: int
+    samples_per_second: float
+    wait_share: float | None
+    fetch_p50: float
+    fetch_p95: float
+    hit_rate: float | None  # None without cache lookups
+    downloaded: int
+
+
+def forget_snapshots(passes: list[PassRecord], keep: int = SHOWN_PASSES) -> None:
+    """Drop the snapshots of passes no row shows any more (all but the first and the last ``keep``).
+
+    A long training run keeps one small record per epoch instead of two snapshots each; the first
+    pass's start stays, as the cumulative row's baseline.
+
+    Example:
+        >>> from uc_jupyter.telemetry.model import Snapshot
+        >>> records = [PassRecord(f"epoch {i}", Snapshot({}, i), Snapshot({}, i + 1), "done") for i in range(12)]
+        >>> forget_snapshots(records, keep=8)
+        >>> [i for i, r in enumerate(records) if r.start is None]
+        [1, 2, 3]
+    """
+    for index in range(1, len(passes) - keep):
+        if passes[index].start is not None or passes[index].end is not None:
+            passes[index] = replace(passes[index], start=None, end=None)
+
+
+def epoch_rows(passes: Sequence[PassRecord], current: Snapshot, *, keep: int = SHOWN_PASSES) -> tuple[EpochRow, ...]:
+    """A row per pass (the last ``keep``), then with two passes or more a cumulative row since the first."""
+    rows = [_row(record.label, record.status, record.figures(current)) for record in passes[-keep:]]
+    if len(passes) > 1:
+        last = passes[-1]
+        total = since(last.end if last.end is not None else current, passes[0].start)
+        rows.append(_row(CUMULATIVE, f"{len(passes)} passes", total))
+    return tuple(rows)
+
+
+def _row(label: str, state: str, figures: Snapshot) -> EpochRow:
+    waited, computed = figures.fetch.total, figures.between.total
+    looked = figures.hits + figures.misses
+    p = figures.percentiles()
+    return EpochRow(
+        label=label,
+        state=state,
+        batches=figures.batches,
+        samples=figures.samples_delivered,
+        samples_per_second=figures.samples_per_second,
+        wait_share=wait_share(waited, computed),
+        fetch_p50=p["p50"],
+        fetch_p95=p["p95"],
+        hit_rate=figures.hits / looked if looked else None,
+        downloaded=figures.bytes_downloaded,
+    )
