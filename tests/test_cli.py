@@ -9,11 +9,15 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from uc_jupyter.catalog import Unauthenticated
+from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.tokens import TokenStore
 from uc_jupyter.cli import build_parser, main
 
 Result = tuple[int, str, str]  # exit code, stdout, stderr
@@ -344,6 +348,84 @@ def test_errors_are_one_line(
     code, out, err = cli(*args)
     assert (code, out) == (1, "")
     assert_one_line_error(err, *fragments)
+
+
+# ----------------------------------------------------------------------------- tokens
+def _store(home: Path) -> TokenStore:
+    return TokenStore(LocalCatalog(home))
+
+
+def test_token_create_prints_the_token_alone_on_its_last_line(home: Path, ok: Callable[..., list[str]]) -> None:
+    ok("catalog", "create", "principal", "alice")
+    lines = ok("token", "create", "alice")
+    token = lines[-1]
+    assert token.startswith("ucj_") and token.split() == [token]
+    token_id = token.split("_")[1]
+    assert lines[:-1] == [f"created token {token_id} for alice (never expires); it is shown only once:"]
+    assert _store(home).authenticate(token) == "alice"
+    listed = ok("token", "list")
+    assert len(listed) == 1 and token not in listed[0]
+    assert listed[0].split("\t")[:2] == [token_id, "alice"] and listed[0].split("\t")[3:] == ["never", ""]
+    assert ok("token", "revoke", token_id) == [f"revoked token {token_id}"]
+    assert ok("token", "list") == []
+    with pytest.raises(Unauthenticated):
+        _store(home).authenticate(token)
+
+
+def test_token_json_documents_and_ttl(home: Path, ok_json: Callable[..., Any]) -> None:
+    made = ok_json("token", "create", "admin", "--ttl", "3600")
+    assert sorted(made) == ["expires_at", "id", "principal", "token"]
+    assert made["principal"] == "admin" and made["token"].startswith(f"ucj_{made['id']}_")
+    expires = datetime.fromisoformat(made["expires_at"])
+    assert timedelta(minutes=59) < expires - datetime.now(timezone.utc) <= timedelta(hours=1)
+    assert ok_json("token", "create", "admin")["expires_at"] is None
+    listed = ok_json("token", "list")
+    assert len(listed) == 2 and listed[0]["id"] == made["id"]
+    assert all(sorted(t) == ["created_at", "expired", "expires_at", "id", "principal"] for t in listed)
+    assert made["token"] not in json.dumps(listed)
+    assert ok_json("token", "revoke", made["id"]) == {"action": "revoked", "kind": "token", "id": made["id"]}
+
+
+def test_tokens_of_others_need_an_admin(ok: Callable[..., list[str]], cli: Callable[..., Result]) -> None:
+    ok("catalog", "create", "principal", "alice")
+    ok("catalog", "create", "principal", "bob")
+    bobs = ok("token", "create", "bob")[-1].split("_")[1]
+    alices = ok("--as", "alice", "token", "create", "alice")[-1].split("_")[1]
+    assert [line.split("\t")[0] for line in ok("--as", "alice", "token", "list")] == [alices]
+    assert sorted(line.split("\t")[0] for line in ok("token", "list")) == sorted([alices, bobs])
+    assert [line.split("\t")[0] for line in ok("token", "list", "bob")] == [bobs]
+    for args, fragment in (
+        (("--as", "alice", "token", "create", "bob"), "alice lacks METASTORE ADMIN on the tokens of bob"),
+        (("--as", "alice", "token", "list", "bob"), "alice lacks METASTORE ADMIN on the tokens of bob"),
+        (("--as", "alice", "token", "revoke", bobs), f"alice lacks METASTORE ADMIN on token {bobs}"),
+        (("token", "create", "carol"), "principal carol does not exist"),
+        (("token", "revoke", "0123456789abcdef"), "token 0123456789abcdef does not exist"),
+        (("token", "revoke", "ucj_x"), "invalid token id: give its id, not the token itself"),
+    ):
+        code, out, err = cli(*args)
+        assert (code, out) == (1, ""), args
+        assert_one_line_error(err, fragment)
+    assert ok("--as", "alice", "token", "revoke", alices) == [f"revoked token {alices}"]
+
+
+def test_token_usage_errors_exit_2(cli: Callable[..., Result]) -> None:
+    for args in (("token",), ("token", "create"), ("token", "revoke"), ("token", "create", "admin", "--ttl", "0")):
+        code, out, err = cli(*args)
+        assert (code, out) == (2, ""), args
+        assert "usage: uc-jupyter token" in err
+    assert (
+        "argument --ttl: 'soon': give a whole number of seconds above 0"
+        in cli("token", "create", "a", "--ttl", "soon")[2]
+    )
+
+
+def test_token_create_in_a_real_process(home: Path) -> None:
+    made = run_process("token", "create", "admin", "--ttl", "600")
+    assert (made.returncode, made.stderr) == (0, "")
+    assert _store(home).authenticate(made.stdout.splitlines()[-1]) == "admin"
+    refused = run_process("--as", "nobody", "token", "create", "admin")
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == "uc-jupyter: error: nobody lacks METASTORE ADMIN on the tokens of admin\n"
 
 
 # ----------------------------------------------------------------------------- the real process

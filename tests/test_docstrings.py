@@ -21,6 +21,7 @@ from uc_jupyter.catalog import (
     reserved,
     secrets,
     storage,
+    tokens,
 )
 from uc_jupyter.data import decode, options, partition, stream
 from uc_jupyter.distributed import board, payload, proctree, protocol
@@ -36,7 +37,7 @@ from uc_jupyter.widgets import charts, view
     "module",
     [
         *(names, privileges, storage, locations, reserved, secrets, entry_locks, _rows, delta_files),
-        *(local, metastore, pending),
+        *(local, metastore, pending, tokens),
         *(partition, options, decode, stream, model, reporter, collector, producer, uplink, lazy),
         *(processes, errors, rank_errors, payload, protocol, board, proctree, args, charts, view),
         *(progress, spark_server, spark_watchdog, kernels),

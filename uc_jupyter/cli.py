@@ -13,6 +13,7 @@ List columns:
     credentials name, owner, option names (never their values), comment
     locations   name, URL, credential (or empty), owner, comment
     show-grants principal, privilege, securable kind, securable
+    token list  id, principal, created, expires (or never), expired (or empty)
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from uc_jupyter.catalog import (
     get_catalog,
 )
 from uc_jupyter.catalog.names import parse_name
+from uc_jupyter.cli_tokens import COMMANDS as TOKEN_COMMANDS
+from uc_jupyter.cli_tokens import run as run_token_command
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -61,6 +64,7 @@ examples:
   uc-jupyter catalog create location raw --url s3://lake/raw --credential lake
   uc-jupyter catalog grant "CREATE EXTERNAL VOLUME" raw alice --on location
   uc-jupyter --as alice --json catalog list schemas main
+  uc-jupyter token create alice --ttl 86400
 """
 
 # What `catalog list KIND` takes as its argument (None: nothing).
@@ -235,6 +239,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("securable", metavar="SECURABLE")
     _add_on_option(show)
 
+    token = group(commands, "token", "create, list and revoke the bearer tokens of uc-jupyter serve", "action")
+    for name, help_text, add_arguments in TOKEN_COMMANDS:
+        add_arguments(leaf(token, name, help_text, _token))
+
     init = leaf(demo, "init", "build the demo table, volume and principal (kept when complete)", _demo_init)
     init.add_argument("--force", action="store_true", help="rebuild even when the demo is complete")
     spark = group(commands, "spark", "the local Spark Connect server", "action")
@@ -383,6 +391,10 @@ def _spark(cat: Catalog, args: argparse.Namespace) -> Report:
     if status is None:
         return Report(["no local Spark Connect server"], {"running": False})
     return Report(status.lines(), status.document())
+
+
+def _token(cat: Catalog, args: argparse.Namespace) -> Report:
+    return Report(*run_token_command(cat, args))
 
 
 def _demo_init(cat: Catalog, args: argparse.Namespace) -> Report:

@@ -291,6 +291,13 @@ def test_only_metastore_admins_manage_principals(cat: LocalCatalog) -> None:
     assert ("etl-bot", "service_principal") in {(p.name, p.kind) for p in cat.list_principals()}
 
 
+def test_get_principal_reads_one_principal(cat: LocalCatalog) -> None:
+    assert cat.get_principal("alice") == next(p for p in cat.list_principals() if p.name == "alice")
+    assert cat.get_principal("admin").admin
+    with pytest.raises(NotFound, match="^principal carol does not exist$"):
+        cat.get_principal("carol")
+
+
 def test_drop_principal_removes_its_grants(cat: LocalCatalog) -> None:
     cat.grant("main", "USE CATALOG", "alice")
     cat.drop_principal("alice")

@@ -52,6 +52,7 @@ __all__ = [
     "SchemaInfo",
     "SecurableKind",
     "TableInfo",
+    "Unauthenticated",
     "VolumeInfo",
     "as_principal",
     "current_principal",
@@ -84,6 +85,19 @@ class PermissionDenied(CatalogError, PermissionError):
 
     def __reduce__(self) -> tuple[Any, ...]:  # keep the fields when crossing a process boundary
         return (type(self), (self.principal, self.privilege, self.securable))
+
+
+class Unauthenticated(CatalogError):
+    """A token was refused: unknown, malformed, expired, revoked or its principal dropped (HTTP 401,
+    ``UNAUTHENTICATED``). The message is the same for each, so a caller cannot tell which."""
+
+    MESSAGE = (
+        "token refused (unknown, malformed, expired or revoked); "
+        "ask a metastore admin for a new one: uc-jupyter token create PRINCIPAL"
+    )
+
+    def __init__(self, message: str = MESSAGE) -> None:
+        super().__init__(message)
 
 
 @dataclass(frozen=True)

@@ -204,6 +204,16 @@ class LocalCatalog(TableWrites, Grants):
             conn.execute("DELETE FROM grants WHERE principal = ?", (name,))
             conn.execute("DELETE FROM flat_grants WHERE principal = ?", (name,))
 
+    def get_principal(self, name: str) -> PrincipalInfo:
+        """The registered principal ``name`` (one row read: the token check calls it on every request)."""
+        with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT name, kind, created_at, admin FROM principals WHERE name = ?", (name,)
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"principal {name} does not exist")
+        return PrincipalInfo(row[0], row[1], datetime.fromisoformat(row[2]), bool(row[3]))
+
     def list_principals(self) -> list[PrincipalInfo]:
         with self._transaction() as conn:
             rows = conn.execute("SELECT name, kind, created_at, admin FROM principals ORDER BY name").fetchall()
