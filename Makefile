@@ -31,6 +31,21 @@ $(LABEXT_BUILD): $(LABEXT_SOURCES) | $(STAMP)
 
 labextension: $(LABEXT_BUILD)
 
+# The official Unity Catalog client, for tests/ucserver/test_official_client.py, in a venv of its own:
+# its pins would downgrade aiohttp, pydantic, typing_extensions and urllib3 in .venv. The stamp names
+# the version, so changing UCCLIENT_VERSION reinstalls and nothing else does.
+UCCLIENT_VERSION := 0.7.0
+UCCLIENT_VENV := .venv-ucclient
+UCCLIENT_STAMP := $(UCCLIENT_VENV)/.installed-$(UCCLIENT_VERSION)
+
+$(UCCLIENT_STAMP):
+	@test -x $(UCCLIENT_VENV)/bin/python || $(PYTHON) -m venv $(UCCLIENT_VENV)
+	$(UCCLIENT_VENV)/bin/python -m pip install --quiet 'unitycatalog-client==$(UCCLIENT_VERSION)'
+	@touch $@
+
+.PHONY: ucclient
+ucclient: $(UCCLIENT_STAMP)
+
 # Spark Connect (tables) needs Java 17; as root on a fresh Debian machine it is installed here.
 java:
 	@command -v java >/dev/null 2>&1 || { \
@@ -54,7 +69,7 @@ lint: $(STAMP) labextension
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: lint java chromium
+test: lint java chromium ucclient
 	$(VENV)/bin/pytest
 
 # The tutorials in JupyterLab, on the demo catalog (root needs --allow-root, e.g. in containers).
@@ -66,5 +81,5 @@ bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache uc_jupyter/labextension \
+	rm -rf $(VENV) $(UCCLIENT_VENV) build dist .mypy_cache .pytest_cache .ruff_cache uc_jupyter/labextension \
 	  labextension/node_modules labextension/lib labextension/lib-test labextension/.yarn labextension/*.tsbuildinfo

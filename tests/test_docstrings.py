@@ -7,6 +7,7 @@ from types import ModuleType
 
 import pytest
 
+import uc_jupyter.ucserver as ucserver
 from uc_jupyter import errors, lazy, processes, progress
 from uc_jupyter.catalog import (
     _rows,
@@ -22,6 +23,8 @@ from uc_jupyter.catalog import (
     secrets,
     storage,
     tokens,
+    wire,
+    wire_errors,
 )
 from uc_jupyter.data import decode, options, partition, stream
 from uc_jupyter.distributed import board, payload, proctree, protocol
@@ -30,6 +33,10 @@ from uc_jupyter.jupyter import args
 from uc_jupyter.tables import spark_server, spark_watchdog
 from uc_jupyter.telemetry import collector, model, producer, reporter, uplink
 from uc_jupyter.testing import kernels
+from uc_jupyter.ucserver import app as ucserver_app
+from uc_jupyter.ucserver import auth as ucserver_auth
+from uc_jupyter.ucserver import routes_data as ucserver_routes_data
+from uc_jupyter.ucserver import serve as ucserver_serve
 from uc_jupyter.widgets import charts, view
 
 
@@ -41,6 +48,7 @@ from uc_jupyter.widgets import charts, view
         *(partition, options, decode, stream, model, reporter, collector, producer, uplink, lazy),
         *(processes, errors, rank_errors, payload, protocol, board, proctree, args, charts, view),
         *(progress, spark_server, spark_watchdog, kernels),
+        *(wire, wire_errors, ucserver, ucserver_app, ucserver_auth, ucserver_routes_data, ucserver_serve),
     ],
     ids=lambda m: m.__name__,
 )

@@ -14,6 +14,8 @@ List columns:
     locations   name, URL, credential (or empty), owner, comment
     show-grants principal, privilege, securable kind, securable
     token list  id, principal, created, expires (or never), expired (or empty)
+
+``serve`` prints the server's URL alone on a line and runs until SIGTERM or Ctrl-C (exit 0).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from uc_jupyter.catalog import (
 from uc_jupyter.catalog.names import parse_name
 from uc_jupyter.cli_tokens import COMMANDS as TOKEN_COMMANDS
 from uc_jupyter.cli_tokens import run as run_token_command
+from uc_jupyter.ucserver import serve as ucserve
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -65,6 +68,7 @@ examples:
   uc-jupyter catalog grant "CREATE EXTERNAL VOLUME" raw alice --on location
   uc-jupyter --as alice --json catalog list schemas main
   uc-jupyter token create alice --ttl 86400
+  uc-jupyter serve --port 8080
 """
 
 # What `catalog list KIND` takes as its argument (None: nothing).
@@ -242,6 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     token = group(commands, "token", "create, list and revoke the bearer tokens of uc-jupyter serve", "action")
     for name, help_text, add_arguments in TOKEN_COMMANDS:
         add_arguments(leaf(token, name, help_text, _token))
+
+    ucserve.add_arguments(leaf(commands, "serve", ucserve.HELP, lambda cat, args: Report(*ucserve.run(cat, args))))
 
     init = leaf(demo, "init", "build the demo table, volume and principal (kept when complete)", _demo_init)
     init.add_argument("--force", action="store_true", help="rebuild even when the demo is complete")

@@ -462,8 +462,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def fill(disk: Path) -> None:
-    """Write a file until the disk is full."""
-    with open(disk / "filler", "wb") as handle, contextlib.suppress(OSError):
+    """Write a file until the disk is full (closing it may fail the same way: the last buffered bytes
+    have no room either, so the suppression wraps the close too)."""
+    with contextlib.suppress(OSError), open(disk / "filler", "wb") as handle:
         while True:
             handle.write(b"\0" * 65536)
             handle.flush()

@@ -1,0 +1,196 @@
+"""Drive ``uc-jupyter serve`` with the official Unity Catalog client (``unitycatalog-client`` 0.7.0).
+
+Run by ``.venv-ucclient``'s Python (``make ucclient`` builds it), never by ``.venv``'s: the client's pins
+would downgrade aiohttp, pydantic, typing_extensions and urllib3 there. So this script imports only the
+official client and the standard library, nothing of ``uc_jupyter``. It runs one fixed scenario over
+catalogs and schemas, as a Unity Catalog user would, and prints one JSON line per step on stdout, in
+order, after one naming the client's version: what the client parsed (the model's class and
+``to_dict()``), or the exception it raised (its class, the HTTP status and the error body's
+``error_code`` and ``message``). It asserts nothing: the test (``test_official_client.py``) reads the
+lines and checks them, so a failure shows every step.
+
+Example (tokens as ``uc-jupyter token create PRINCIPAL | tail -1`` prints them)::
+
+    $ export UC_TOKEN=ucj_... UC_OTHER_TOKEN=ucj_...  # an admin's, and one of a principal without grants
+    $ .venv-ucclient/bin/python tests/ucserver/official_client_driver.py http://127.0.0.1:8080
+    {"step": "client", "ok": true, "type": "version", "value": "0.7.0"}
+    {"step": "create_catalog", "ok": true, "type": "CatalogInfo", "value": {"name": "interop", ...}}
+    ...
+    {"step": "get_missing_catalog", "ok": false, "exception": "NotFoundException", "status": 404,
+     "error_code": "CATALOG_NOT_FOUND", "message": "..."}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+# From the defining modules: the package's __init__ re-exports them without __all__, which strict
+# type checkers refuse.
+from unitycatalog.client.api.catalogs_api import CatalogsApi
+from unitycatalog.client.api.schemas_api import SchemasApi
+from unitycatalog.client.api_client import ApiClient
+from unitycatalog.client.configuration import Configuration
+from unitycatalog.client.exceptions import ApiException
+from unitycatalog.client.models.create_catalog import CreateCatalog
+from unitycatalog.client.models.create_schema import CreateSchema
+
+API_PATH = "/api/2.1/unity-catalog"
+DISTRIBUTION = "unitycatalog-client"
+# The names the scenario creates; the test imports nothing from here (other venv), so it repeats them.
+CATALOG = "interop"
+COMMENT = "made by the official client"
+SCHEMA_COMMENT = "features"
+MAX_PAGES = 50  # a server that always returns a next_page_token must not loop forever
+
+
+def _client(url: str, token: str | None) -> ApiClient:
+    """An ApiClient for ``url`` sending ``token``. The client sends no token by itself:
+    ``Configuration(access_token=...)`` is ignored (no operation has auth settings), so the bearer
+    token goes in as a default header."""
+    config = Configuration(host=url.rstrip("/") + API_PATH)
+    if token is None:
+        return ApiClient(config)
+    return ApiClient(config, header_name="Authorization", header_value=f"Bearer {token}")
+
+
+def _emit(line: dict[str, Any]) -> None:
+    print(json.dumps(line, default=str), flush=True)
+
+
+async def _step(name: str, call: Callable[[], Awaitable[Any]]) -> None:
+    """Run one call and print what came of it; every exception is a result, not the end of the run."""
+    try:
+        value = await call()
+    except ApiException as e:
+        _emit({"step": name, "ok": False, **_error(e)})
+        return
+    except Exception as e:  # e.g. pydantic's ValidationError: the response did not parse
+        # pydantic's message spans lines (model, field, what was wrong): keep them all, on one line.
+        text = " | ".join(part.strip() for part in str(e).splitlines() if part.strip())
+        _emit({"step": name, "ok": False, "exception": type(e).__name__, "message": text[:500]})
+        return
+    _emit({"step": name, "ok": True, **_value(value)})
+
+
+def _value(value: Any) -> dict[str, Any]:
+    if hasattr(value, "to_dict"):  # a parsed model
+        return {"type": type(value).__name__, "value": value.to_dict()}
+    return {"type": type(value).__name__, "value": value}  # deletes: the body as the client decoded it
+
+
+def _error(e: ApiException) -> dict[str, Any]:
+    """The exception as a line; the client does not parse error bodies, so this does."""
+    out: dict[str, Any] = {"exception": type(e).__name__, "status": e.status}
+    try:
+        body = json.loads(e.body) if e.body else None
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        out["error_code"] = body.get("error_code")
+        out["message"] = body.get("message")
+    else:
+        out["body"] = (e.body or "")[:200]
+    return out
+
+
+async def _pages(list_page: Callable[[str | None], Awaitable[Any]], items: str) -> dict[str, Any]:
+    """Every page of a listing, following ``next_page_token`` until the server gives none."""
+    pages: list[dict[str, Any]] = []
+    token: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await list_page(token)
+        token = page.next_page_token
+        pages.append({"names": [item.name for item in getattr(page, items) or []], "next_page_token": token})
+        if not token:
+            return {"pages": pages}
+    raise RuntimeError(f"still a next_page_token after {MAX_PAGES} pages")
+
+
+async def scenario(url: str, token: str, other_token: str) -> None:
+    """The steps, in order (see the module docstring), after a line naming the client's version."""
+    _emit({"step": "client", "ok": True, "type": "version", "value": importlib.metadata.version(DISTRIBUTION)})
+    async with _client(url, token) as client:
+        catalogs, schemas = CatalogsApi(client), SchemasApi(client)
+        # Catalogs: three, so that pages of one need two tokens.
+        await _step("create_catalog", lambda: catalogs.create_catalog(CreateCatalog(name=CATALOG, comment=COMMENT)))
+        for suffix in ("b", "c"):
+            create = partial(catalogs.create_catalog, CreateCatalog(name=f"{CATALOG}_{suffix}"))
+            await _step(f"create_catalog_{suffix}", create)
+        await _step("get_catalog", lambda: catalogs.get_catalog(CATALOG))
+        await _step("list_catalogs", lambda: catalogs.list_catalogs())
+        # 0 asks for the server's own page size (the spec's rule), like giving none.
+        await _step("list_catalogs_max_results_zero", lambda: catalogs.list_catalogs(max_results=0))
+        await _step(
+            "list_catalogs_paged",
+            lambda: _pages(lambda t: catalogs.list_catalogs(page_token=t, max_results=1), "catalogs"),
+        )
+        # Schemas: two in the catalog.
+        await _step(
+            "create_schema",
+            lambda: schemas.create_schema(CreateSchema(name="ml", catalog_name=CATALOG, comment=SCHEMA_COMMENT)),
+        )
+        await _step("create_schema_b", lambda: schemas.create_schema(CreateSchema(name="raw", catalog_name=CATALOG)))
+        await _step("get_schema", lambda: schemas.get_schema(f"{CATALOG}.ml"))
+        await _step("list_schemas", lambda: schemas.list_schemas(catalog_name=CATALOG))
+        await _step(
+            "list_schemas_paged",
+            lambda: _pages(
+                lambda t: schemas.list_schemas(catalog_name=CATALOG, page_token=t, max_results=1), "schemas"
+            ),
+        )
+        # A principal with no grants: sees none of them, may do nothing to them.
+        async with _client(url, other_token) as other_client:
+            other = CatalogsApi(other_client)
+            await _step("other_list_catalogs", lambda: other.list_catalogs())
+            await _step("other_get_catalog", lambda: other.get_catalog(CATALOG))
+            await _step("other_create_catalog", lambda: other.create_catalog(CreateCatalog(name="hers")))
+            await _step("other_delete_catalog", lambda: other.delete_catalog(CATALOG, force=True))
+        # Errors, as the client surfaces them.
+        await _step("get_missing_catalog", lambda: catalogs.get_catalog("nope"))
+        await _step("create_duplicate_catalog", lambda: catalogs.create_catalog(CreateCatalog(name=CATALOG)))
+        await _step("get_missing_schema", lambda: schemas.get_schema(f"{CATALOG}.nope"))
+        await _step(
+            "create_duplicate_schema", lambda: schemas.create_schema(CreateSchema(name="ml", catalog_name=CATALOG))
+        )
+        await _step(
+            "create_schema_in_missing_catalog",
+            lambda: schemas.create_schema(CreateSchema(name="ml", catalog_name="nope")),
+        )
+        await _step("list_catalogs_negative_max_results", lambda: catalogs.list_catalogs(max_results=-1))
+        await _step("delete_nonempty_catalog", lambda: catalogs.delete_catalog(CATALOG))
+        # Deletes: a schema, then the catalog with the schema left in it (force), then the others.
+        await _step("delete_schema", lambda: schemas.delete_schema(f"{CATALOG}.ml"))
+        await _step("get_deleted_schema", lambda: schemas.get_schema(f"{CATALOG}.ml"))
+        await _step("delete_catalog_force", lambda: catalogs.delete_catalog(CATALOG, force=True))
+        await _step("get_deleted_catalog", lambda: catalogs.get_catalog(CATALOG))
+        await _step("get_schema_of_deleted_catalog", lambda: schemas.get_schema(f"{CATALOG}.raw"))
+        for suffix in ("b", "c"):
+            await _step(f"delete_catalog_{suffix}", partial(catalogs.delete_catalog, f"{CATALOG}_{suffix}"))
+        await _step("list_catalogs_after", lambda: catalogs.list_catalogs())
+    # Authentication: a wrong token and none at all.
+    for name, bad in (("wrong_token", "ucj_0000000000000000_" + "x" * 43), ("no_token", None)):
+        async with _client(url, bad) as client:
+            await _step(name, CatalogsApi(client).list_catalogs)
+
+
+def main(argv: list[str]) -> int:
+    """``official_client_driver.py URL`` with the tokens in the environment (not on the command line,
+    where every user of the machine can read them): ``UC_TOKEN``, a metastore admin's, and
+    ``UC_OTHER_TOKEN``, a principal's that holds no grants."""
+    if len(argv) != 2 or not {"UC_TOKEN", "UC_OTHER_TOKEN"} <= os.environ.keys():
+        usage = "usage: UC_TOKEN=<admin's> UC_OTHER_TOKEN=<no grants> official_client_driver.py http://127.0.0.1:PORT"
+        print(usage, file=sys.stderr)
+        return 2
+    asyncio.run(scenario(argv[1], os.environ["UC_TOKEN"], os.environ["UC_OTHER_TOKEN"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,228 @@
+"""The official Unity Catalog client (``unitycatalog-client`` 0.7.0) against a real ``uc-jupyter serve``.
+
+The client lives in ``.venv-ucclient`` (``make ucclient``; ``make test`` builds it first), because its
+pins would downgrade packages in ``.venv``. This module runs ``official_client_driver.py`` with that
+venv's Python, once, against the module's server (``conftest.py``: a real ``uc-jupyter serve`` on
+127.0.0.1) with the admin's token, and checks every step the driver prints: that the client parsed
+each response into its model (strict pydantic types: one wrong type or unknown enum value anywhere
+and the whole response fails), that what it read back is what it sent, and that errors surface as
+the client's exception classes with Unity Catalog's HTTP statuses and codes.
+
+A missing ``.venv-ucclient`` fails the test rather than skipping it: CI runs ``make test``, which
+builds it, so a skip could only ever hide a broken build step, and the failure names the one command
+that fixes a bare ``pytest`` run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.ucserver.conftest import ADMIN, Served
+
+ROOT = Path(__file__).resolve().parents[2]
+UCCLIENT_VERSION = "0.7.0"  # the Makefile's UCCLIENT_VERSION
+UCCLIENT_PYTHON = ROOT / ".venv-ucclient" / "bin" / "python"
+DRIVER = Path(__file__).with_name("official_client_driver.py")
+# What the driver creates (it runs in the other venv, so nothing is imported from it).
+CATALOG = "interop"
+CATALOGS = ("interop", "interop_b", "interop_c")
+COMMENT = "made by the official client"
+SCHEMA_COMMENT = "features"
+OUTSIDER = "outsider"  # a principal with no grants at all
+
+# step -> (the client's exception class, HTTP status, the error_codes Unity Catalog OSS may answer, and
+# what the one-line message names: the object, and for a denial the principal and the privilege)
+ERRORS: dict[str, tuple[str, int, set[str], str]] = {
+    "get_missing_catalog": ("NotFoundException", 404, {"CATALOG_NOT_FOUND"}, "nope"),
+    "create_duplicate_catalog": ("BadRequestException", 400, {"CATALOG_ALREADY_EXISTS"}, CATALOG),
+    "get_missing_schema": ("NotFoundException", 404, {"SCHEMA_NOT_FOUND"}, f"{CATALOG}.nope"),
+    "create_duplicate_schema": ("BadRequestException", 400, {"SCHEMA_ALREADY_EXISTS"}, f"{CATALOG}.ml"),
+    "create_schema_in_missing_catalog": ("NotFoundException", 404, {"CATALOG_NOT_FOUND"}, "nope"),
+    "list_catalogs_negative_max_results": ("BadRequestException", 400, {"INVALID_ARGUMENT"}, "max_results"),
+    "delete_nonempty_catalog": ("BadRequestException", 400, {"FAILED_PRECONDITION"}, CATALOG),
+    "get_deleted_schema": ("NotFoundException", 404, {"SCHEMA_NOT_FOUND"}, f"{CATALOG}.ml"),
+    "get_deleted_catalog": ("NotFoundException", 404, {"CATALOG_NOT_FOUND"}, CATALOG),
+    "get_schema_of_deleted_catalog": ("NotFoundException", 404, {"CATALOG_NOT_FOUND", "SCHEMA_NOT_FOUND"}, CATALOG),
+    "other_get_catalog": ("ForbiddenException", 403, {"PERMISSION_DENIED"}, f"{OUTSIDER} lacks USE CATALOG on"),
+    "other_create_catalog": ("ForbiddenException", 403, {"PERMISSION_DENIED"}, f"{OUTSIDER} lacks CREATE CATALOG"),
+    "other_delete_catalog": ("ForbiddenException", 403, {"PERMISSION_DENIED"}, f"{OUTSIDER} lacks"),
+    "wrong_token": ("UnauthorizedException", 401, {"UNAUTHENTICATED"}, "token"),
+    "no_token": ("UnauthorizedException", 401, {"UNAUTHENTICATED"}, "token"),
+}
+# Every line the driver prints, in order: a shorter run means it stopped early.
+STEPS = (
+    "client",
+    "create_catalog",
+    "create_catalog_b",
+    "create_catalog_c",
+    "get_catalog",
+    "list_catalogs",
+    "list_catalogs_max_results_zero",
+    "list_catalogs_paged",
+    "create_schema",
+    "create_schema_b",
+    "get_schema",
+    "list_schemas",
+    "list_schemas_paged",
+    "other_list_catalogs",
+    "other_get_catalog",
+    "other_create_catalog",
+    "other_delete_catalog",
+    "get_missing_catalog",
+    "create_duplicate_catalog",
+    "get_missing_schema",
+    "create_duplicate_schema",
+    "create_schema_in_missing_catalog",
+    "list_catalogs_negative_max_results",
+    "delete_nonempty_catalog",
+    "delete_schema",
+    "get_deleted_schema",
+    "delete_catalog_force",
+    "get_deleted_catalog",
+    "get_schema_of_deleted_catalog",
+    "delete_catalog_b",
+    "delete_catalog_c",
+    "list_catalogs_after",
+    "wrong_token",
+    "no_token",
+)
+
+
+@pytest.fixture(scope="module")
+def ucclient_python() -> Path:
+    """The official client's venv's Python; the test fails (it does not skip) when it is missing."""
+    if not UCCLIENT_PYTHON.is_file():
+        pytest.fail(
+            f"{UCCLIENT_PYTHON.parent.parent.name} is missing: run `make ucclient` (or `make test`, which builds it)",
+            pytrace=False,
+        )
+    return UCCLIENT_PYTHON
+
+
+@dataclass(frozen=True)
+class Run:
+    """The driver's lines by step, and the epoch-ms window it ran in (every created_at falls in it)."""
+
+    steps: dict[str, dict[str, Any]]
+    window: tuple[int, int]
+
+
+@pytest.fixture(scope="module")
+def run(ucclient_python: Path, server: Served) -> Run:
+    """The driver's scenario, run once against the module's server (conftest.py) with the official
+    client's venv (checked first: no server starts for a run that cannot happen), the admin's token and
+    an outsider's."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "UC_TOKEN": server.admin_token,
+        "UC_OTHER_TOKEN": server.token(OUTSIDER),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    start = int(time.time() * 1000)
+    command = [str(ucclient_python), str(DRIVER), server.url]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=240, check=False)
+    window = (start, int(time.time() * 1000))
+    assert done.returncode == 0, done.stderr.strip()[-2000:]
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["step"] for r in results] == list(STEPS), done.stderr.strip()[-2000:]
+    steps = {r["step"]: r for r in results}
+    assert steps["client"]["value"] == UCCLIENT_VERSION, "rebuild it: make ucclient"
+    return Run(steps, window)
+
+
+def _ok(result: dict[str, Any], model: str) -> dict[str, Any]:
+    assert result["ok"], f"{result['step']}: the client raised {result['exception']}: {result.get('message')}"
+    assert result["type"] == model, result
+    value: dict[str, Any] = result["value"]
+    return value
+
+
+def _check_times_and_owner(info: dict[str, Any], id_field: str, window: tuple[int, int]) -> None:
+    """The fields UC OSS fills on every object: ids, owners and times as integer epoch milliseconds."""
+    assert isinstance(info.get(id_field), str) and info[id_field], info
+    assert info.get("owner") == ADMIN, info
+    for field in ("created_at", "updated_at"):
+        at = info.get(field)
+        assert type(at) is int and window[0] <= at <= window[1], f"{field}={at!r} not epoch ms in {window}"
+    if "created_by" in info:
+        assert info["created_by"] == ADMIN, info
+
+
+def _names_of_pages(result: dict[str, Any], listed: list[str]) -> None:
+    """Pages of one follow their tokens to the same names, in the same order, as one unpaged list."""
+    pages = _ok(result, "dict")["pages"]
+    assert all(len(page["names"]) <= 1 for page in pages), pages
+    assert [name for page in pages for name in page["names"]] == listed, pages
+    assert all(page["next_page_token"] for page in pages[:-1]) and not pages[-1]["next_page_token"], pages
+
+
+def test_catalogs_round_trip_through_the_official_clients_models(run: Run) -> None:
+    steps = run.steps
+    created = _ok(steps["create_catalog"], "CatalogInfo")
+    assert (created["name"], created.get("comment")) == (CATALOG, COMMENT)
+    _check_times_and_owner(created, "id", run.window)
+    ids = {created["id"]}
+    for step, name in (("create_catalog_b", "interop_b"), ("create_catalog_c", "interop_c")):
+        other = _ok(steps[step], "CatalogInfo")
+        assert (other["name"], other.get("comment")) == (name, None)
+        _check_times_and_owner(other, "id", run.window)
+        ids.add(other["id"])
+    assert len(ids) == len(CATALOGS)
+    assert _ok(steps["get_catalog"], "CatalogInfo") == created
+
+    listing = _ok(steps["list_catalogs"], "ListCatalogsResponse")
+    names = [c["name"] for c in listing["catalogs"]]
+    assert names == sorted(names) and set(CATALOGS) <= set(names), names
+    assert next(c for c in listing["catalogs"] if c["name"] == CATALOG) == created
+    assert "next_page_token" not in listing  # absent, not "", when there are no more pages
+    assert _ok(steps["list_catalogs_max_results_zero"], "ListCatalogsResponse") == listing
+    _names_of_pages(steps["list_catalogs_paged"], names)
+
+
+def test_schemas_round_trip_through_the_official_clients_models(run: Run) -> None:
+    steps = run.steps
+    schema = _ok(steps["create_schema"], "SchemaInfo")
+    assert (schema["name"], schema["catalog_name"], schema["full_name"]) == ("ml", CATALOG, f"{CATALOG}.ml")
+    assert schema.get("comment") == SCHEMA_COMMENT
+    _check_times_and_owner(schema, "schema_id", run.window)
+    raw = _ok(steps["create_schema_b"], "SchemaInfo")
+    assert (raw["full_name"], raw.get("comment")) == (f"{CATALOG}.raw", None)
+    _check_times_and_owner(raw, "schema_id", run.window)
+    assert raw["schema_id"] != schema["schema_id"]
+    assert _ok(steps["get_schema"], "SchemaInfo") == schema
+
+    schemas = _ok(steps["list_schemas"], "ListSchemasResponse")
+    assert [s["full_name"] for s in schemas["schemas"]] == [f"{CATALOG}.ml", f"{CATALOG}.raw"]
+    assert schemas["schemas"] == [schema, raw] and "next_page_token" not in schemas
+    _names_of_pages(steps["list_schemas_paged"], ["ml", "raw"])
+
+
+def test_a_principal_without_grants_lists_none_of_the_catalogs(run: Run) -> None:
+    listing = _ok(run.steps["other_list_catalogs"], "ListCatalogsResponse")
+    assert not set(CATALOGS) & {c["name"] for c in listing.get("catalogs", [])}, listing
+
+
+def test_deletes_answer_an_empty_json_object_and_the_objects_are_gone(run: Run) -> None:
+    for step in ("delete_schema", "delete_catalog_force", "delete_catalog_b", "delete_catalog_c"):
+        assert _ok(run.steps[step], "dict") == {}, step  # the body `{}` as application/json, like UC OSS
+    after = _ok(run.steps["list_catalogs_after"], "ListCatalogsResponse")
+    assert not set(CATALOGS) & {c["name"] for c in after.get("catalogs", [])}, after
+
+
+@pytest.mark.parametrize("step", sorted(ERRORS))
+def test_errors_surface_as_the_official_clients_exceptions_with_uc_codes(run: Run, step: str) -> None:
+    exception, status, codes, named = ERRORS[step]
+    result = run.steps[step]
+    assert not result["ok"], f"expected {exception}, the client returned {result['value']}"
+    got = (result["exception"], result["status"], result.get("error_code"))
+    assert got[:2] == (exception, status) and got[2] in codes, f"{got}: {result.get('message') or result}"
+    message = result["message"]
+    assert isinstance(message, str) and named in message and "\n" not in message, repr(message)

@@ -1,0 +1,246 @@
+"""Catalog objects on the wire: our info dataclasses as Unity Catalog JSON, and strict request parsing.
+
+Pure: no I/O. Shapes follow the official client's models (``unitycatalog-client`` 0.7.0, generated from
+UC OSS's ``api/all.yaml``; see docs/design/unity-catalog-server.md section 1):
+
+- times are JSON integers of epoch **milliseconds** (the client's ``StrictInt``);
+- ``updated_at``/``updated_by`` equal ``created_at``/``owner`` (nothing is updated in place yet, and UC
+  OSS fills them the same way at creation); ``created_by`` is the owner;
+- ids: our metastore stores none, so an object's id is the UUID-5 of its kind, full name and creation
+  time (to the microsecond). It is stable for the object's life, the same from every server process,
+  and a new object of the same name (dropped and made again) gets a new one, as in UC;
+- fields that are None are left out (UC's own server omits them too), ``properties`` is ``{}``.
+
+Requests are checked before anything is done: every field of the client's request model is known,
+any other is refused, required ones must be present, every value must have its type, and each
+refusal is a :class:`~uc_jupyter.catalog.wire_errors.WireError` (400 ``INVALID_ARGUMENT``) of one line.
+
+Example:
+    >>> from datetime import datetime, timezone
+    >>> from uc_jupyter.catalog import CatalogInfo
+    >>> info = CatalogInfo("main", "alice", datetime(2026, 1, 1, tzinfo=timezone.utc), "team data")
+    >>> body = catalog_json(info)
+    >>> body["created_at"], body["owner"], body["id"] == catalog_json(info)["id"]
+    (1767225600000, 'alice', True)
+    >>> parse_request(b'{"name": "main", "colour": 1}', CREATE_CATALOG)
+    Traceback (most recent call last):
+    uc_jupyter.catalog.wire_errors.WireError: unknown field 'colour' in CreateCatalog; known fields: name, ...
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from uc_jupyter.catalog import CatalogInfo, SchemaInfo
+from uc_jupyter.catalog.names import quote_part
+from uc_jupyter.catalog.wire_errors import WireError
+
+__all__ = [
+    "CREATE_CATALOG",
+    "CREATE_SCHEMA",
+    "MAX_PAGE",
+    "Model",
+    "Page",
+    "catalog_json",
+    "dotted_name",
+    "epoch_ms",
+    "object_id",
+    "page",
+    "parse_bool",
+    "parse_request",
+    "schema_json",
+]
+
+MAX_PAGE = 1000  # the server's page size and the most a page holds (the 0.7.0 client asks for <= 1000)
+_NAMESPACE = uuid.UUID("6f1d3c0e-8a57-4d0b-9a39-0c1c4a7f2b5e")  # fixed: ids must agree across processes
+
+
+@dataclass(frozen=True)
+class Model:
+    """A request body as the official client defines it: field name -> JSON type, and which are required."""
+
+    name: str
+    fields: dict[str, type]
+    required: frozenset[str] = frozenset()
+
+
+CREATE_CATALOG = Model(
+    "CreateCatalog",
+    {"name": str, "comment": str, "properties": dict, "storage_root": str},
+    frozenset({"name"}),
+)
+CREATE_SCHEMA = Model(
+    "CreateSchema",
+    {"name": str, "catalog_name": str, "comment": str, "properties": dict, "storage_root": str},
+    frozenset({"name", "catalog_name"}),
+)
+_JSON_TYPE = {str: "a string", dict: "an object", int: "an integer", bool: "a boolean", list: "an array"}
+
+
+def epoch_ms(at: datetime) -> int:
+    """``at`` as integer milliseconds since the epoch (UC's timestamps)."""
+    return int(at.timestamp() * 1000)
+
+
+def object_id(kind: str, full_name: str, created_at: datetime) -> str:
+    """The id of an object (see the module docstring): UUID-5 of kind, full name and creation time.
+
+    Example:
+        >>> from datetime import datetime, timezone
+        >>> t = datetime(2026, 1, 1, tzinfo=timezone.utc)
+        >>> object_id("catalog", "main", t) == object_id("catalog", "main", t) != object_id("schema", "main", t)
+        True
+    """
+    return str(uuid.uuid5(_NAMESPACE, f"{kind}\x00{full_name}\x00{created_at.isoformat()}"))
+
+
+def _audit(owner: str, created_at: datetime) -> dict[str, Any]:
+    ms = epoch_ms(created_at)
+    return {"owner": owner, "created_at": ms, "created_by": owner, "updated_at": ms, "updated_by": owner}
+
+
+def _compact(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def catalog_json(info: CatalogInfo) -> dict[str, Any]:
+    """A UC ``CatalogInfo``."""
+    return _compact(
+        {
+            "name": info.name,
+            "comment": info.comment,
+            "properties": {},
+            **_audit(info.owner, info.created_at),
+            "id": object_id("catalog", info.name, info.created_at),
+        }
+    )
+
+
+def schema_json(info: SchemaInfo) -> dict[str, Any]:
+    """A UC ``SchemaInfo``; ``full_name`` is ``catalog.schema`` with the parts as they are (UC names
+    hold no dots, so nothing is quoted)."""
+    full_name = f"{info.catalog_name}.{info.name}"
+    return _compact(
+        {
+            "name": info.name,
+            "catalog_name": info.catalog_name,
+            "comment": info.comment,
+            "properties": {},
+            "full_name": full_name,
+            **_audit(info.owner, info.created_at),
+            "schema_id": object_id("schema", full_name, info.created_at),
+        }
+    )
+
+
+def dotted_name(*parts: str) -> str:
+    """Wire name parts (as UC spells them: plain text, any character but ``.``, space, ``/`` and
+    controls) as one of our names, each part quoted where needed, for :func:`~uc_jupyter.catalog.names.parse_name`.
+
+    Example:
+        >>> dotted_name("my-catalog", "ml")
+        '`my-catalog`.ml'
+    """
+    return ".".join(quote_part(p) for p in parts)
+
+
+def parse_request(raw: bytes, model: Model) -> dict[str, Any]:
+    """The JSON object in ``raw`` checked against ``model`` (see the module docstring); ``null`` counts
+    as absent, as in the client's models."""
+    try:
+        body = json.loads(raw) if raw.strip() else {}
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise WireError("INVALID_ARGUMENT", f"malformed JSON body for {model.name}: {exc}") from None
+    if not isinstance(body, dict):
+        raise WireError("INVALID_ARGUMENT", f"the body of {model.name} must be a JSON object, got {_kind(body)}")
+    for name, value in body.items():
+        expected = model.fields.get(name)
+        if expected is None:
+            known = ", ".join(model.fields)
+            raise WireError("INVALID_ARGUMENT", f"unknown field {name[:64]!r} in {model.name}; known fields: {known}")
+        if value is not None and (type(value) is not expected):  # bool is not an int here, nor int a str
+            raise WireError(
+                "INVALID_ARGUMENT",
+                f"field {name!r} of {model.name} must be {_JSON_TYPE[expected]}, got {_kind(value)}",
+            )
+    present = {k: v for k, v in body.items() if v is not None}
+    missing = sorted(model.required - present.keys())
+    if missing:
+        raise WireError("INVALID_ARGUMENT", f"{model.name} needs the field {missing[0]!r}")
+    return present
+
+
+def parse_bool(text: str | None, name: str) -> bool:
+    """A boolean query parameter (``true``/``false``, any case; absent: false)."""
+    if text is None:
+        return False
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    raise WireError("INVALID_ARGUMENT", f"query parameter {name} must be true or false, got {text[:32]!r}")
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing: the items and the token of the next page (None: this was the last)."""
+
+    items: list[Any]
+    next_page_token: str | None
+
+
+def page(items: list[Any], names: list[str], listing: str, max_results: str | None, page_token: str | None) -> Page:
+    """The page of ``items`` (in ascending order of ``names``, one per item) that ``max_results`` and
+    ``page_token`` ask for. Tokens are opaque: urlsafe base64 of ``{"l": listing, "a": last name}``,
+    refused (400) in another listing. Like UC OSS, a next token comes only with a full page.
+
+    Example:
+        >>> first = page([1, 2, 3], ["a", "b", "c"], "catalogs", "2", None)
+        >>> first.items, page([1, 2, 3], ["a", "b", "c"], "catalogs", "2", first.next_page_token).items
+        ([1, 2], [3])
+    """
+    size = MAX_PAGE
+    if max_results is not None:
+        try:
+            asked = int(max_results)
+        except ValueError:
+            raise WireError("INVALID_ARGUMENT", f"max_results must be an integer, got {max_results[:32]!r}") from None
+        if asked < 0:
+            raise WireError("INVALID_ARGUMENT", "max_results must be greater than or equal to 0")
+        size = min(asked, MAX_PAGE) or MAX_PAGE
+    start = 0
+    if page_token:
+        after = _token_after(page_token, listing)
+        start = next((i for i, n in enumerate(names) if n > after), len(names))
+    chosen = items[start : start + size]
+    more = start + size < len(items)
+    return Page(chosen, _token(listing, names[start + size - 1]) if more else None)
+
+
+def _token(listing: str, after: str) -> str:
+    raw = json.dumps({"l": listing, "a": after}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _token_after(token: str, listing: str) -> str:
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        decoded = None
+    if not isinstance(decoded, dict) or decoded.get("l") != listing or not isinstance(decoded.get("a"), str):
+        raise WireError("INVALID_ARGUMENT", "invalid page_token: give the next_page_token of this same listing")
+    after: str = decoded["a"]
+    return after
+
+
+def _kind(value: object) -> str:
+    for python, text in ((bool, "a boolean"), (str, "a string"), (dict, "an object"), (list, "an array")):
+        if isinstance(value, python):
+            return text
+    if value is None:
+        return "null"
+    return "a number"

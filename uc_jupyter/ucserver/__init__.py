@@ -1,0 +1,19 @@
+"""``uc-jupyter serve``: a Unity-Catalog-compatible REST server over the embedded catalog.
+
+Modules: :mod:`~uc_jupyter.ucserver.auth` (bearer tokens, in front of routing),
+:mod:`~uc_jupyter.ucserver.app` (the ASGI application: bodies, errors, principals),
+:mod:`~uc_jupyter.ucserver.routes_data` (catalogs and schemas) and
+:mod:`~uc_jupyter.ucserver.serve` (the command: bind, print the URL, stop on SIGTERM/Ctrl-C).
+Apart from :mod:`uc_jupyter.server`, which is the Jupyter server extension.
+
+Example:
+    >>> from uc_jupyter.ucserver import PREFIX
+    >>> PREFIX
+    '/api/2.1/unity-catalog'
+"""
+
+from __future__ import annotations
+
+__all__ = ["PREFIX"]
+
+PREFIX = "/api/2.1/unity-catalog"

@@ -1,0 +1,107 @@
+"""``uc-jupyter serve``: the embedded catalog of ``$UC_JUPYTER_HOME`` as a Unity Catalog server.
+
+It binds ``--host``/``--port`` itself (``--port 0``: a free port; a port in use is a one-line error
+and exit status 1), serves the application of :mod:`uc_jupyter.ucserver.app` with uvicorn (one
+process; Starlette runs the routes in its thread pool, SQLite serialises the writes), and prints
+``http://HOST:PORT`` alone on a line of standard output, with the real port, once it accepts requests.
+
+Stopping: SIGTERM or Ctrl-C (SIGINT) ends the server gracefully (requests under way finish, for at
+most :data:`GRACE_S` seconds) and the command exits 0. uvicorn 0.54 swaps in its own handlers while it
+serves, then restores the previous ones and raises the signal it caught once more
+(``Server.capture_signals``): with Python's default handlers that would end the process by SIGTERM
+(status 143) or turn into a KeyboardInterrupt. So ours are installed first: the re-raised signal
+lands in them and only asks the (already stopped) server to stop.
+
+Example:
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser()
+    >>> add_arguments(parser)
+    >>> vars(parser.parse_args(["--port", "0"]))
+    {'host': '127.0.0.1', 'port': 0}
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from uc_jupyter.catalog.local import LocalCatalog
+
+__all__ = ["GRACE_S", "HELP", "add_arguments", "run", "serve"]
+
+GRACE_S = 5.0
+HELP = "serve the catalog of $UC_JUPYTER_HOME as a Unity Catalog REST server (stop with Ctrl-C or SIGTERM)"
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a port from 0 to 65535 (0: any free port)")
+    return int(text)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``serve``: ``--host`` (default 127.0.0.1) and ``--port`` (default 8080; 0: free)."""
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=_port, default=8080, help="the TCP port (default: 8080; 0: any free port)")
+
+
+def run(catalog: object, args: argparse.Namespace) -> tuple[list[str], None]:
+    """The ``serve`` command of :mod:`uc_jupyter.cli`: serve until stopped; nothing more to print."""
+    from uc_jupyter.catalog.local import LocalCatalog
+
+    if not isinstance(catalog, LocalCatalog):
+        raise ValueError("uc-jupyter serve serves the embedded catalog of $UC_JUPYTER_HOME")
+    serve(catalog, args.host, args.port)
+    return [], None
+
+
+def serve(catalog: LocalCatalog, host: str, port: int) -> None:
+    """Serve ``catalog`` on ``host:port`` until SIGTERM or SIGINT (see the module docstring)."""
+    import uvicorn
+
+    from uc_jupyter.ucserver.app import build_app
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto given explicitly: asyncio sets TCP_NODELAY only on sockets whose proto is IPPROTO_TCP, and
+    # without it a response's header and body writes wait out the client's delayed ACK (~40 ms a call).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    config = uvicorn.Config(
+        build_app(catalog),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=int(GRACE_S),
+        server_header=False,
+    )
+    url = f"http://{shown}:{bound}"
+
+    class Server(uvicorn.Server):  # made here: uvicorn is imported only when serving
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:  # listening: the URL is the line a caller waits for
+                print(url, flush=True)
+
+    server = Server(config)
+
+    def stop(_sig: int, _frame: FrameType | None) -> None:
+        server.should_exit = True  # before uvicorn's handlers are in, and the re-raise after they are gone
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        sock.close()
