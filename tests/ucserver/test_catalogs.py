@@ -254,6 +254,18 @@ def test_a_port_in_use_is_a_one_line_error(server: Served, tmp_path: Path) -> No
     assert done.stderr.count("\n") == 1
 
 
+def test_serve_refuses_a_server_wide_principal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from uc_jupyter.cli import main
+
+    monkeypatch.setenv("UC_JUPYTER_HOME", str(tmp_path / "home"))
+    assert main(["--as", "admin", "serve", "--port", "0"]) == 1  # returns at once: nothing is served
+    assert capsys.readouterr().err == (
+        "uc-jupyter: error: uc-jupyter serve acts as each request's token principal; leave out --as\n"
+    )
+
+
 def test_created_at_of_a_get_matches_the_catalog_s_own(server: Served) -> None:
     made = ok(server.admin().call("POST", "catalogs", json_body={"name": "times"}))
     with as_principal(ADMIN):

@@ -55,6 +55,9 @@ def run(catalog: object, args: argparse.Namespace) -> tuple[list[str], None]:
 
     if not isinstance(catalog, LocalCatalog):
         raise ValueError("uc-jupyter serve serves the embedded catalog of $UC_JUPYTER_HOME")
+    if getattr(args, "as_principal", None) is not None:
+        # Every request acts as its token's principal; a server-wide principal would only mislead.
+        raise ValueError("uc-jupyter serve acts as each request's token principal; leave out --as")
     serve(catalog, args.host, args.port)
     return [], None
 
