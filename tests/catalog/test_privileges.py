@@ -19,6 +19,7 @@ from uc_jupyter.catalog.privileges import (
     Grant,
     Privilege,
     SecurableKind,
+    Subtree,
     check_grantable,
     first_missing,
     holds,
@@ -27,6 +28,7 @@ from uc_jupyter.catalog.privileges import (
     requirements,
     validate_principal,
     visible,
+    visible_one,
 )
 
 P = Privilege
@@ -585,3 +587,128 @@ def test_visible_matches_the_brute_force_oracle(
     objects = {name: (OBJECT_KINDS[name], owners.get(name, "admin")) for name in present}
     for principal in (ALICE, BOB):
         assert visible(principal, objects, grants) == visible_oracle(principal, objects, grants)
+
+
+# --- one object at a time, from its lineage and what lies below it ---------------------------------
+
+# Two catalogs of two schemas, each holding a table and a volume.
+TREE: dict[SecurableName, SecurableKind] = {}
+for _c in ("c0", "c1"):
+    TREE[parse_name(_c)] = SecurableKind.CATALOG
+    for _s in ("s0", "s1"):
+        TREE[parse_name(f"{_c}.{_s}")] = SecurableKind.SCHEMA
+        TREE[parse_name(f"{_c}.{_s}.t")] = SecurableKind.TABLE
+        TREE[parse_name(f"{_c}.{_s}.v")] = SecurableKind.VOLUME
+TREE_GRANTS = [Grant(n, p, u) for n in TREE for p in DATA_PRIVILEGES for u in (ALICE, BOB)]
+
+
+def strictly_below(name: SecurableName, other: SecurableName) -> bool:
+    return len(other.parts) > len(name.parts) and other.parts[: len(name.parts)] == name.parts
+
+
+def lineage_facts(
+    name: SecurableName, objects: Mapping[SecurableName, tuple[SecurableKind, str]], grants: Iterable[Grant]
+) -> AccessFacts:
+    levels = set(name.lineage())
+    return AccessFacts(
+        owners={level: objects[level][1] for level in levels if level in objects},
+        grants=frozenset(g for g in grants if g.securable in levels),
+    )
+
+
+def whole_subtree(
+    principal: str,
+    name: SecurableName,
+    objects: Mapping[SecurableName, tuple[SecurableKind, str]],
+    grants: Iterable[Grant],
+) -> Subtree:
+    """Everything below ``name`` the rule could ask about, read faithfully from the world."""
+    below = frozenset(g for g in grants if g.principal == principal and strictly_below(name, g.securable))
+
+    def kinds_in(level: SecurableName) -> frozenset[SecurableKind]:
+        return frozenset(k for n, (k, _) in objects.items() if n == level or strictly_below(level, n))
+
+    return Subtree(
+        owned=any(owner == principal for n, (_, owner) in objects.items() if strictly_below(name, n)),
+        grants=below,
+        kinds={level: kinds_in(level) for level in {name, *(g.securable for g in below)}},
+    )
+
+
+def needed_subtree(
+    principal: str,
+    name: SecurableName,
+    objects: Mapping[SecurableName, tuple[SecurableKind, str]],
+    grants: Iterable[Grant],
+) -> Subtree:
+    """Only what the metastore reads: kinds asked only for what the privileges involved apply to,
+    grants only on objects that exist (the metastore joins them to their rows)."""
+    whole = whole_subtree(principal, name, objects, grants)
+    on_lineage = lineage_facts(name, objects, grants).grants
+    wanted = frozenset().union(*(APPLIES_TO[g.privilege] for g in on_lineage if g.principal == principal))
+    kept = frozenset(g for g in whole.grants if g.securable in objects)
+    kinds = {name: whole.kinds[name] & wanted}
+    for level in {g.securable for g in kept}:
+        applies = frozenset().union(*(APPLIES_TO[g.privilege] for g in kept if g.securable == level))
+        kinds[level] = frozenset({objects[level][0]}) | (whole.kinds[level] & applies)
+    return Subtree(owned=whole.owned, grants=kept, kinds=kinds)
+
+
+world = st.tuples(
+    st.frozensets(st.sampled_from(TREE_GRANTS), max_size=6),
+    st.dictionaries(st.sampled_from(list(TREE)), st.sampled_from([ALICE, BOB, "admin"]), max_size=4),
+    st.sets(st.sampled_from(list(TREE)), min_size=1),
+)
+
+
+def objects_of(
+    owners: Mapping[SecurableName, str], present: Iterable[SecurableName]
+) -> dict[SecurableName, tuple[SecurableKind, str]]:
+    return {name: (TREE[name], owners.get(name, "admin")) for name in present}
+
+
+def closed(present: Iterable[SecurableName]) -> set[SecurableName]:
+    return {level for name in present for level in name.lineage()}
+
+
+@settings(max_examples=200)
+@given(world)
+def test_visible_one_matches_visible_over_everything(
+    case: tuple[frozenset[Grant], dict[SecurableName, str], set[SecurableName]],
+) -> None:
+    grants, owners, present = case
+    objects = objects_of(owners, present)
+    for principal in (ALICE, BOB):
+        everything = visible(principal, objects, grants)
+        for name, (kind, _) in objects.items():
+            facts = lineage_facts(name, objects, grants)
+            below = whole_subtree(principal, name, objects, grants)
+            assert visible_one(principal, name, kind, facts, below) == (name in everything), name
+            # Without the subtree it may say no too often, never yes: the lineage alone is a safe first look.
+            assert not visible_one(principal, name, kind, facts) or name in everything
+
+
+@settings(max_examples=200)
+@given(world)
+def test_what_the_metastore_reads_below_is_enough(
+    case: tuple[frozenset[Grant], dict[SecurableName, str], set[SecurableName]],
+) -> None:
+    grants, owners, present = case
+    objects = objects_of(owners, closed(present))  # a metastore's rows always have their containers
+    grants = frozenset(g for g in grants if g.securable in objects)  # grants go with their rows
+    for principal in (ALICE, BOB):
+        everything = visible(principal, objects, grants)
+        for name, (kind, _) in objects.items():
+            below = needed_subtree(principal, name, objects, grants)
+            shown = visible_one(principal, name, kind, lineage_facts(name, objects, grants), below)
+            assert shown == (name in everything), name
+
+
+def test_select_on_a_catalog_shows_it_only_when_it_holds_a_table() -> None:
+    main = parse_name("c0")
+    facts = AccessFacts(owners={main: "admin"}, grants=frozenset({Grant(main, P.SELECT, ALICE)}))
+    assert not visible_one(ALICE, main, SecurableKind.CATALOG, facts)
+    tables = Subtree(kinds={main: frozenset({SecurableKind.TABLE})})
+    assert visible_one(ALICE, main, SecurableKind.CATALOG, facts, tables)
+    volumes = Subtree(kinds={main: frozenset({SecurableKind.VOLUME})})
+    assert not visible_one(ALICE, main, SecurableKind.CATALOG, facts, volumes)

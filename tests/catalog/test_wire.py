@@ -9,10 +9,31 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from uc_jupyter.catalog import AlreadyExists, CatalogInfo, NotFound, PermissionDenied, SchemaInfo, Unauthenticated
+from uc_jupyter.catalog import (
+    AlreadyExists,
+    CatalogInfo,
+    ColumnInfo,
+    NotFound,
+    PermissionDenied,
+    SchemaInfo,
+    TableInfo,
+    Unauthenticated,
+    VolumeInfo,
+)
 from uc_jupyter.catalog.external import NotEmpty
 from uc_jupyter.catalog.names import InvalidName, parse_name
-from uc_jupyter.catalog.wire import CREATE_SCHEMA, catalog_json, dotted_name, page, parse_request, schema_json
+from uc_jupyter.catalog.wire import (
+    CREATE_SCHEMA,
+    CREATE_VOLUME,
+    catalog_json,
+    column_json,
+    dotted_name,
+    page,
+    parse_request,
+    schema_json,
+    table_json,
+    volume_json,
+)
 from uc_jupyter.catalog.wire_errors import RemotePermissionDenied, WireError, from_error, to_error
 
 T0 = datetime(2026, 5, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
@@ -109,3 +130,78 @@ def test_foreign_error_bodies_map_by_code_then_status() -> None:
     assert isinstance(from_error(401, "<html>"), Unauthenticated)
     assert isinstance(from_error(400, {"error_code": "INVALID_PARAMETER_VALUE", "message": "m"}), ValueError)
     assert "HTTP 503" in str(from_error(503, None))
+
+
+# The client's ColumnTypeName enum (0.7.0): a type_name outside it makes the whole response unparseable.
+COLUMN_TYPE_NAMES = {
+    *("BOOLEAN", "BYTE", "SHORT", "INT", "LONG", "FLOAT", "DOUBLE", "DATE", "TIMESTAMP", "TIMESTAMP_NTZ", "STRING"),
+    *("BINARY", "DECIMAL", "INTERVAL", "ARRAY", "STRUCT", "MAP", "VARIANT", "CHAR", "NULL", "USER_DEFINED_TYPE"),
+    "TABLE_TYPE",
+}
+
+
+def test_volume_bodies_leave_out_empty_comments_and_get_ids_of_their_own() -> None:
+    managed = volume_json(VolumeInfo("main", "ml", "raw", "alice", "MANAGED", "file:///home/v/1", T0, ""))
+    assert "comment" not in managed  # the client's VolumeInfo.comment has min_length=1
+    assert (managed["full_name"], managed["storage_location"], managed["created_at"]) == (
+        "main.ml.raw",
+        "file:///home/v/1",
+        1777636800123,
+    )
+    external = volume_json(VolumeInfo("main", "ml", "ext", "bob", "EXTERNAL", "s3://b/ext", T0, "kept"))
+    assert (external["volume_type"], external["comment"], external["owner"]) == ("EXTERNAL", "kept", "bob")
+    assert external["volume_id"] != managed["volume_id"]
+    table = table_json(TableInfo("main", "ml", "raw", "alice", "MANAGED", "file:///t", (), T0))
+    assert table["table_id"] != managed["volume_id"]  # a table and a volume of one name are two objects
+    assert "full_name" not in table and table["columns"] == []
+
+
+@pytest.mark.parametrize(
+    ("type_text", "type_name"),
+    [
+        ("integer", "INT"),
+        ("long", "LONG"),
+        ("timestamp_ntz", "TIMESTAMP_NTZ"),
+        ("decimal(38,0)", "DECIMAL"),
+        ("array", "ARRAY"),
+        ("array<string>", "ARRAY"),
+        ('MapType(PrimitiveType("string"), PrimitiveType("long"), value_contains_null=True)', "MAP"),
+        ("struct", "STRUCT"),
+        ("interval day", None),
+        ("geometry(4326)", None),
+    ],
+)
+def test_column_type_names_stay_inside_the_client_s_enum(type_text: str, type_name: str | None) -> None:
+    body = column_json(ColumnInfo("c", type_text, nullable=False), 2)
+    assert body.get("type_name") == type_name and (type_name is None or type_name in COLUMN_TYPE_NAMES)
+    assert (body["position"], body["nullable"], body["type_text"]) == (2, False, type_text)
+    if type_name in (None, "ARRAY", "MAP", "STRUCT"):
+        assert "type_json" not in body  # only a primitive type's StructField JSON is known here
+    else:
+        assert json.loads(body["type_json"]) == {"name": "c", "type": type_text, "nullable": False, "metadata": {}}
+
+
+def test_create_volume_requests_need_a_type_and_refuse_unknown_fields() -> None:
+    base = {"catalog_name": "main", "schema_name": "ml", "name": "raw"}
+    with pytest.raises(WireError, match="needs the field 'volume_type'"):
+        parse_request(json.dumps(base).encode(), CREATE_VOLUME)
+    with pytest.raises(WireError, match="unknown field 'storage_root'"):
+        parse_request(json.dumps({**base, "volume_type": "MANAGED", "storage_root": "x"}).encode(), CREATE_VOLUME)
+    assert parse_request(json.dumps({**base, "volume_type": "MANAGED", "comment": None}).encode(), CREATE_VOLUME) == {
+        **base,
+        "volume_type": "MANAGED",
+    }
+
+
+def test_overlapping_storage_is_resource_already_exists_and_comes_back_as_already_exists() -> None:
+    status, body = to_error(AlreadyExists("storage location file:///d overlaps volume main.ml.raw at file:///d"))
+    assert (status, body["error_code"]) == (400, "RESOURCE_ALREADY_EXISTS")
+    assert isinstance(from_error(status, body), AlreadyExists)
+    assert to_error(AlreadyExists("main.ml.raw already exists as a volume"))[1]["error_code"] == (
+        "RESOURCE_ALREADY_EXISTS"
+    )
+    assert to_error(AlreadyExists("storage credential c already exists"))[1]["error_code"] == (
+        "STORAGE_CREDENTIAL_ALREADY_EXISTS"
+    )
+    assert to_error(NotFound("volume main.ml.raw does not exist"))[:1] == (404,)
+    assert to_error(NotFound("volume main.ml.raw does not exist"))[1]["error_code"] == "NOT_FOUND"

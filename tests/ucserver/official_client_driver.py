@@ -3,15 +3,19 @@
 Run by ``.venv-ucclient``'s Python (``make ucclient`` builds it), never by ``.venv``'s: the client's pins
 would downgrade aiohttp, pydantic, typing_extensions and urllib3 there. So this script imports only the
 official client and the standard library, nothing of ``uc_jupyter``. It runs one fixed scenario over
-catalogs and schemas, as a Unity Catalog user would, and prints one JSON line per step on stdout, in
-order, after one naming the client's version: what the client parsed (the model's class and
-``to_dict()``), or the exception it raised (its class, the HTTP status and the error body's
-``error_code`` and ``message``). It asserts nothing: the test (``test_official_client.py``) reads the
-lines and checks them, so a failure shows every step.
+catalogs, schemas, volumes and tables (tables it reads, registers and deletes: the test writes the
+Delta tables first, two in ``TABLE_CATALOG`` and one at ``UC_TABLE_URL`` to register; an external
+volume goes to ``UC_VOLUME_URL``), as a Unity
+Catalog user would, and prints one JSON line per step on stdout, in order, after one naming the
+client's version: what the client parsed (the model's class and ``to_dict()``), or the exception it
+raised (its class, the HTTP status and the error body's ``error_code`` and ``message``). It asserts
+nothing: the test (``test_official_client.py``) reads the lines and checks them, so a failure shows
+every step.
 
 Example (tokens as ``uc-jupyter token create PRINCIPAL | tail -1`` prints them)::
 
     $ export UC_TOKEN=ucj_... UC_OTHER_TOKEN=ucj_...  # an admin's, and one of a principal without grants
+    $ export UC_TABLE_URL=file:///data/ext/c UC_VOLUME_URL=file:///data/ext/v  # inside an external location
     $ .venv-ucclient/bin/python tests/ucserver/official_client_driver.py http://127.0.0.1:8080
     {"step": "client", "ok": true, "type": "version", "value": "0.7.0"}
     {"step": "create_catalog", "ok": true, "type": "CatalogInfo", "value": {"name": "interop", ...}}
@@ -35,11 +39,20 @@ from typing import Any
 # type checkers refuse.
 from unitycatalog.client.api.catalogs_api import CatalogsApi
 from unitycatalog.client.api.schemas_api import SchemasApi
+from unitycatalog.client.api.tables_api import TablesApi
+from unitycatalog.client.api.volumes_api import VolumesApi
 from unitycatalog.client.api_client import ApiClient
 from unitycatalog.client.configuration import Configuration
 from unitycatalog.client.exceptions import ApiException
+from unitycatalog.client.models.column_info import ColumnInfo
+from unitycatalog.client.models.column_type_name import ColumnTypeName
 from unitycatalog.client.models.create_catalog import CreateCatalog
 from unitycatalog.client.models.create_schema import CreateSchema
+from unitycatalog.client.models.create_table import CreateTable
+from unitycatalog.client.models.create_volume_request_content import CreateVolumeRequestContent
+from unitycatalog.client.models.data_source_format import DataSourceFormat
+from unitycatalog.client.models.table_type import TableType
+from unitycatalog.client.models.volume_type import VolumeType
 
 API_PATH = "/api/2.1/unity-catalog"
 DISTRIBUTION = "unitycatalog-client"
@@ -47,6 +60,8 @@ DISTRIBUTION = "unitycatalog-client"
 CATALOG = "interop"
 COMMENT = "made by the official client"
 SCHEMA_COMMENT = "features"
+VOLUME_COMMENT = "images for training"
+TABLE_CATALOG = "interop_tables"  # made by the test before the run, with tables "a" and "b" in schema "s"
 MAX_PAGES = 50  # a server that always returns a next_page_token must not loop forever
 
 
@@ -113,7 +128,7 @@ async def _pages(list_page: Callable[[str | None], Awaitable[Any]], items: str) 
     raise RuntimeError(f"still a next_page_token after {MAX_PAGES} pages")
 
 
-async def scenario(url: str, token: str, other_token: str) -> None:
+async def scenario(url: str, token: str, other_token: str, table_url: str, volume_url: str) -> None:
     """The steps, in order (see the module docstring), after a line naming the client's version."""
     _emit({"step": "client", "ok": True, "type": "version", "value": importlib.metadata.version(DISTRIBUTION)})
     async with _client(url, token) as client:
@@ -145,6 +160,8 @@ async def scenario(url: str, token: str, other_token: str) -> None:
                 lambda t: schemas.list_schemas(catalog_name=CATALOG, page_token=t, max_results=1), "schemas"
             ),
         )
+        await _volumes(VolumesApi(client), volume_url)
+        await _tables(TablesApi(client), table_url)
         # A principal with no grants: sees none of them, may do nothing to them.
         async with _client(url, other_token) as other_client:
             other = CatalogsApi(other_client)
@@ -152,6 +169,8 @@ async def scenario(url: str, token: str, other_token: str) -> None:
             await _step("other_get_catalog", lambda: other.get_catalog(CATALOG))
             await _step("other_create_catalog", lambda: other.create_catalog(CreateCatalog(name="hers")))
             await _step("other_delete_catalog", lambda: other.delete_catalog(CATALOG, force=True))
+            await _step("other_list_volumes", lambda: VolumesApi(other_client).list_volumes(CATALOG, "raw"))
+            await _step("other_get_table", lambda: TablesApi(other_client).get_table(f"{TABLE_CATALOG}.s.a"))
         # Errors, as the client surfaces them.
         await _step("get_missing_catalog", lambda: catalogs.get_catalog("nope"))
         await _step("create_duplicate_catalog", lambda: catalogs.create_catalog(CreateCatalog(name=CATALOG)))
@@ -180,15 +199,78 @@ async def scenario(url: str, token: str, other_token: str) -> None:
             await _step(name, CatalogsApi(client).list_catalogs)
 
 
+async def _volumes(volumes: VolumesApi, volume_url: str) -> None:
+    """Two managed volumes in ``CATALOG.raw`` (one with a comment) and an external one at ``volume_url``,
+    read, listed, paged, one deleted; the others stay for the catalog's forced delete to take with it."""
+
+    def create(name: str, comment: str | None = None, location: str | None = None) -> Awaitable[Any]:
+        kind = VolumeType.MANAGED if location is None else VolumeType.EXTERNAL
+        body = CreateVolumeRequestContent(
+            catalog_name=CATALOG,
+            schema_name="raw",
+            name=name,
+            volume_type=kind,
+            comment=comment,
+            storage_location=location,
+        )
+        return volumes.create_volume(body)
+
+    await _step("create_volume", lambda: create("images", VOLUME_COMMENT))
+    await _step("create_volume_b", lambda: create("labels"))
+    await _step("create_external_volume", lambda: create("shared", location=volume_url))
+    await _step("get_volume", lambda: volumes.get_volume(f"{CATALOG}.raw.images"))
+    await _step("list_volumes", lambda: volumes.list_volumes(CATALOG, "raw"))
+    await _step(
+        "list_volumes_paged",
+        lambda: _pages(lambda t: volumes.list_volumes(CATALOG, "raw", page_token=t, max_results=1), "volumes"),
+    )
+    await _step("get_missing_volume", lambda: volumes.get_volume(f"{CATALOG}.raw.nope"))
+    await _step("create_duplicate_volume", lambda: create("images"))
+    await _step("delete_volume", lambda: volumes.delete_volume(f"{CATALOG}.raw.labels"))
+    await _step("get_deleted_volume", lambda: volumes.get_volume(f"{CATALOG}.raw.labels"))
+
+
+async def _tables(tables: TablesApi, table_url: str) -> None:
+    """The test's two tables in ``TABLE_CATALOG.s``: read, listed, paged; a third, the Delta table at
+    ``table_url``, registered as EXTERNAL; one deleted."""
+    await _step("get_table", lambda: tables.get_table(f"{TABLE_CATALOG}.s.a"))
+    await _step("list_tables", lambda: tables.list_tables(TABLE_CATALOG, "s"))
+    await _step(
+        "list_tables_paged",
+        lambda: _pages(lambda t: tables.list_tables(TABLE_CATALOG, "s", page_token=t, max_results=1), "tables"),
+    )
+    await _step("get_missing_table", lambda: tables.get_table(f"{TABLE_CATALOG}.s.nope"))
+    column = ColumnInfo(name="id", type_name=ColumnTypeName.LONG, type_text="bigint", position=0, nullable=True)
+    create = CreateTable(
+        name="c",
+        catalog_name=TABLE_CATALOG,
+        schema_name="s",
+        table_type=TableType.EXTERNAL,
+        data_source_format=DataSourceFormat.DELTA,
+        columns=[column],
+        storage_location=table_url,
+        comment="registered by the official client",
+    )
+    await _step("create_table", lambda: tables.create_table(create))
+    await _step("delete_table", lambda: tables.delete_table(f"{TABLE_CATALOG}.s.b"))
+    await _step("get_deleted_table", lambda: tables.get_table(f"{TABLE_CATALOG}.s.b"))
+
+
 def main(argv: list[str]) -> int:
     """``official_client_driver.py URL`` with the tokens in the environment (not on the command line,
     where every user of the machine can read them): ``UC_TOKEN``, a metastore admin's, and
-    ``UC_OTHER_TOKEN``, a principal's that holds no grants."""
-    if len(argv) != 2 or not {"UC_TOKEN", "UC_OTHER_TOKEN"} <= os.environ.keys():
-        usage = "usage: UC_TOKEN=<admin's> UC_OTHER_TOKEN=<no grants> official_client_driver.py http://127.0.0.1:PORT"
+    ``UC_OTHER_TOKEN``, a principal's that holds no grants; ``UC_TABLE_URL`` names the Delta table to
+    register and ``UC_VOLUME_URL`` the folder of an external volume."""
+    needed = {"UC_TOKEN", "UC_OTHER_TOKEN", "UC_TABLE_URL", "UC_VOLUME_URL"}
+    if len(argv) != 2 or not needed <= os.environ.keys():
+        usage = (
+            "usage: UC_TOKEN=<admin's> UC_OTHER_TOKEN=<no grants> UC_TABLE_URL=<a Delta table's URL> "
+            "UC_VOLUME_URL=<a folder's URL> official_client_driver.py http://127.0.0.1:PORT"
+        )
         print(usage, file=sys.stderr)
         return 2
-    asyncio.run(scenario(argv[1], os.environ["UC_TOKEN"], os.environ["UC_OTHER_TOKEN"]))
+    env = os.environ
+    asyncio.run(scenario(argv[1], env["UC_TOKEN"], env["UC_OTHER_TOKEN"], env["UC_TABLE_URL"], env["UC_VOLUME_URL"]))
     return 0
 
 

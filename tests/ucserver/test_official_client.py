@@ -23,9 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 
 from tests.ucserver.conftest import ADMIN, Served
+from uc_jupyter.catalog import as_principal
+from uc_jupyter.catalog.storage import resolve_location
+from uc_jupyter.testing.catalogs import external_location
 
 ROOT = Path(__file__).resolve().parents[2]
 UCCLIENT_VERSION = "0.7.0"  # the Makefile's UCCLIENT_VERSION
@@ -36,6 +41,24 @@ CATALOG = "interop"
 CATALOGS = ("interop", "interop_b", "interop_c")
 COMMENT = "made by the official client"
 SCHEMA_COMMENT = "features"
+VOLUME_COMMENT = "images for training"
+TABLE_CATALOG = "interop_tables"  # written here before the run: the server has no table create route yet
+# Columns of every type the client's ColumnTypeName has a Delta counterpart for (nested ones too).
+TABLE_ROWS = pa.table(
+    {
+        "id": pa.array([1], pa.int64()),
+        "small": pa.array([1], pa.int16()),
+        "flag": pa.array([True]),
+        "score": pa.array([0.5], pa.float32()),
+        "label": pa.array(["a"]),
+        "blob": pa.array([b"x"]),
+        "day": pa.array([0], pa.date32()),
+        "at": pa.array([0], pa.timestamp("us", tz="UTC")),
+        "price": pa.array([1], pa.decimal128(10, 2)),
+        "tags": pa.array([["x"]], pa.list_(pa.string())),
+        "point": pa.array([{"x": 1.0}]),
+    }
+)
 OUTSIDER = "outsider"  # a principal with no grants at all
 
 # step -> (the client's exception class, HTTP status, the error_codes Unity Catalog OSS may answer, and
@@ -54,6 +77,13 @@ ERRORS: dict[str, tuple[str, int, set[str], str]] = {
     "other_get_catalog": ("ForbiddenException", 403, {"PERMISSION_DENIED"}, f"{OUTSIDER} lacks USE CATALOG on"),
     "other_create_catalog": ("ForbiddenException", 403, {"PERMISSION_DENIED"}, f"{OUTSIDER} lacks CREATE CATALOG"),
     "other_delete_catalog": ("ForbiddenException", 403, {"PERMISSION_DENIED"}, f"{OUTSIDER} lacks"),
+    "other_list_volumes": ("ForbiddenException", 403, {"PERMISSION_DENIED"}, f"{OUTSIDER} lacks USE CATALOG on"),
+    "other_get_table": ("ForbiddenException", 403, {"PERMISSION_DENIED"}, f"{OUTSIDER} lacks USE CATALOG on"),
+    "get_missing_volume": ("NotFoundException", 404, {"NOT_FOUND"}, f"{CATALOG}.raw.nope"),
+    "create_duplicate_volume": ("BadRequestException", 400, {"RESOURCE_ALREADY_EXISTS"}, f"{CATALOG}.raw.images"),
+    "get_deleted_volume": ("NotFoundException", 404, {"NOT_FOUND"}, f"{CATALOG}.raw.labels"),
+    "get_missing_table": ("NotFoundException", 404, {"TABLE_NOT_FOUND"}, f"{TABLE_CATALOG}.s.nope"),
+    "get_deleted_table": ("NotFoundException", 404, {"TABLE_NOT_FOUND"}, f"{TABLE_CATALOG}.s.b"),
     "wrong_token": ("UnauthorizedException", 401, {"UNAUTHENTICATED"}, "token"),
     "no_token": ("UnauthorizedException", 401, {"UNAUTHENTICATED"}, "token"),
 }
@@ -72,10 +102,29 @@ STEPS = (
     "get_schema",
     "list_schemas",
     "list_schemas_paged",
+    "create_volume",
+    "create_volume_b",
+    "create_external_volume",
+    "get_volume",
+    "list_volumes",
+    "list_volumes_paged",
+    "get_missing_volume",
+    "create_duplicate_volume",
+    "delete_volume",
+    "get_deleted_volume",
+    "get_table",
+    "list_tables",
+    "list_tables_paged",
+    "get_missing_table",
+    "create_table",
+    "delete_table",
+    "get_deleted_table",
     "other_list_catalogs",
     "other_get_catalog",
     "other_create_catalog",
     "other_delete_catalog",
+    "other_list_volumes",
+    "other_get_table",
     "get_missing_catalog",
     "create_duplicate_catalog",
     "get_missing_schema",
@@ -113,17 +162,30 @@ class Run:
 
     steps: dict[str, dict[str, Any]]
     window: tuple[int, int]
+    volume_url: str  # where the external volume went, as the server spells storage URLs
 
 
 @pytest.fixture(scope="module")
-def run(ucclient_python: Path, server: Served) -> Run:
+def run(ucclient_python: Path, server: Served, tmp_path_factory: pytest.TempPathFactory) -> Run:
     """The driver's scenario, run once against the module's server (conftest.py) with the official
     client's venv (checked first: no server starts for a run that cannot happen), the admin's token and
-    an outsider's."""
+    an outsider's. The tables it reads are written first, as the admin, on the server's home, and the
+    one it registers inside an external location."""
+    outside = tmp_path_factory.mktemp("external_tables")
+    write_deltalake(str(outside / "c"), TABLE_ROWS)
+    (outside / "v").mkdir()
+    with as_principal(ADMIN):
+        server.catalog.create_catalog(TABLE_CATALOG)
+        server.catalog.create_schema(f"{TABLE_CATALOG}.s")
+        for name in ("a", "b"):
+            server.catalog.create_table(f"{TABLE_CATALOG}.s.{name}", TABLE_ROWS)
+        external_location(server.catalog, str(outside))
     env = {
         "PATH": os.environ.get("PATH", ""),
         "UC_TOKEN": server.admin_token,
         "UC_OTHER_TOKEN": server.token(OUTSIDER),
+        "UC_TABLE_URL": (outside / "c").as_uri(),
+        "UC_VOLUME_URL": (outside / "v").as_uri(),
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     start = int(time.time() * 1000)
@@ -135,7 +197,7 @@ def run(ucclient_python: Path, server: Served) -> Run:
     assert [r["step"] for r in results] == list(STEPS), done.stderr.strip()[-2000:]
     steps = {r["step"]: r for r in results}
     assert steps["client"]["value"] == UCCLIENT_VERSION, "rebuild it: make ucclient"
-    return Run(steps, window)
+    return Run(steps, window, resolve_location(env["UC_VOLUME_URL"]))
 
 
 def _ok(result: dict[str, Any], model: str) -> dict[str, Any]:
@@ -215,6 +277,65 @@ def test_deletes_answer_an_empty_json_object_and_the_objects_are_gone(run: Run) 
         assert _ok(run.steps[step], "dict") == {}, step  # the body `{}` as application/json, like UC OSS
     after = _ok(run.steps["list_catalogs_after"], "ListCatalogsResponse")
     assert not set(CATALOGS) & {c["name"] for c in after.get("catalogs", [])}, after
+
+
+def test_volumes_round_trip_through_the_official_clients_models(run: Run) -> None:
+    steps = run.steps
+    images = _ok(steps["create_volume"], "VolumeInfo")
+    assert {k: images.get(k) for k in ("catalog_name", "schema_name", "name", "full_name", "comment")} == {
+        "catalog_name": CATALOG,
+        "schema_name": "raw",
+        "name": "images",
+        "full_name": f"{CATALOG}.raw.images",
+        "comment": VOLUME_COMMENT,
+    }
+    assert images["volume_type"] == "MANAGED" and images["storage_location"].startswith("file://")
+    _check_times_and_owner(images, "volume_id", run.window)
+    labels = _ok(steps["create_volume_b"], "VolumeInfo")
+    assert labels.get("comment") is None and labels["volume_id"] != images["volume_id"]
+    _check_times_and_owner(labels, "volume_id", run.window)
+    shared = _ok(steps["create_external_volume"], "VolumeInfo")
+    assert (shared["volume_type"], shared["storage_location"]) == ("EXTERNAL", run.volume_url)
+    _check_times_and_owner(shared, "volume_id", run.window)
+    assert _ok(steps["get_volume"], "VolumeInfo") == images
+    listing = _ok(steps["list_volumes"], "ListVolumesResponseContent")
+    assert listing["volumes"] == [images, labels, shared] and "next_page_token" not in listing
+    _names_of_pages(steps["list_volumes_paged"], ["images", "labels", "shared"])
+    assert _ok(steps["delete_volume"], "dict") == {}
+
+
+def test_tables_and_their_columns_parse_in_the_official_clients_models(run: Run) -> None:
+    steps = run.steps
+    table = _ok(steps["get_table"], "TableInfo")
+    assert {k: table.get(k) for k in ("name", "catalog_name", "schema_name", "table_type", "data_source_format")} == {
+        "name": "a",
+        "catalog_name": TABLE_CATALOG,
+        "schema_name": "s",
+        "table_type": "MANAGED",
+        "data_source_format": "DELTA",
+    }
+    _check_times_and_owner(table, "table_id", (0, run.window[1]))  # written before the run
+    columns = table["columns"]
+    assert [c["name"] for c in columns] == TABLE_ROWS.column_names
+    assert [c["position"] for c in columns] == list(range(len(columns)))
+    assert [c.get("type_name") for c in columns] == [
+        *("LONG", "SHORT", "BOOLEAN", "FLOAT", "STRING", "BINARY", "DATE", "TIMESTAMP", "DECIMAL"),
+        *("ARRAY", "STRUCT"),
+    ]
+    price = columns[TABLE_ROWS.column_names.index("price")]
+    assert (price["type_precision"], price["type_scale"]) == (10, 2)
+    listing = _ok(steps["list_tables"], "ListTablesResponse")
+    assert [t["name"] for t in listing["tables"]] == ["a", "b"] and listing["tables"][0] == table
+    _names_of_pages(steps["list_tables_paged"], ["a", "b"])
+    registered = _ok(steps["create_table"], "TableInfo")
+    assert (registered["name"], registered["table_type"], registered.get("comment")) == (
+        "c",
+        "EXTERNAL",
+        "registered by the official client",
+    )
+    assert registered["storage_location"].endswith("/c") and registered["columns"] == columns  # the Delta log's
+    _check_times_and_owner(registered, "table_id", run.window)
+    assert _ok(steps["delete_table"], "dict") == {}
 
 
 @pytest.mark.parametrize("step", sorted(ERRORS))

@@ -102,6 +102,9 @@ CREATE TABLE IF NOT EXISTS securables (
     created_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS securables_parent ON securables(parent);
+-- Visibility checks probe one subtree by key range: of one kind, or owned by one principal.
+CREATE INDEX IF NOT EXISTS securables_kind_key ON securables(kind, key);
+CREATE INDEX IF NOT EXISTS securables_owner_key ON securables(owner, key);
 CREATE TABLE IF NOT EXISTS grants (
     securable TEXT NOT NULL REFERENCES securables(key) ON DELETE CASCADE,
     privilege TEXT NOT NULL,
@@ -109,6 +112,7 @@ CREATE TABLE IF NOT EXISTS grants (
     PRIMARY KEY (securable, privilege, principal)
 );
 CREATE INDEX IF NOT EXISTS grants_principal ON grants(principal);
+CREATE INDEX IF NOT EXISTS grants_principal_securable ON grants(principal, securable);
 CREATE TABLE IF NOT EXISTS principals (
     name TEXT PRIMARY KEY,
     kind TEXT NOT NULL,
@@ -388,7 +392,7 @@ class LocalCatalog(TableWrites, Grants):
         """Catalogs the current principal owns or holds a privilege in."""
         with self._transaction() as conn:
             rows = conn.execute("SELECT * FROM securables WHERE kind = 'catalog' ORDER BY key").fetchall()
-            seen = self._visible_keys(conn)
+            seen = self._visible_children(conn, None, rows)
         return [catalog_info(r) for r in rows if r["key"] in seen]
 
     def list_schemas(self, catalog: str) -> list[SchemaInfo]:
@@ -410,7 +414,7 @@ class LocalCatalog(TableWrites, Grants):
             rows = conn.execute(
                 "SELECT * FROM securables WHERE parent = ? AND kind = ? ORDER BY key", (key(parent), kind)
             ).fetchall()
-            seen = self._visible_keys(conn)
+            seen = self._visible_children(conn, parent, rows)
         return [r for r in rows if r["key"] in seen]
 
     # ----------------------------------------------------------------- data access

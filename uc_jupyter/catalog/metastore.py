@@ -40,15 +40,18 @@ from uc_jupyter.catalog._rows import (
 from uc_jupyter.catalog.entry_locks import EntryLocks
 from uc_jupyter.catalog.names import SecurableName
 from uc_jupyter.catalog.privileges import (
+    APPLIES_TO,
     AccessFacts,
     Action,
     Grant,
     Privilege,
     SecurableKind,
+    Subtree,
     first_missing,
     is_owner,
     requirements,
     visible,
+    visible_one,
 )
 from uc_jupyter.catalog.secrets import SecretStore
 from uc_jupyter.sqlite_store import SqliteStore
@@ -60,6 +63,7 @@ __all__ = ["KIND_BY_LEVEL", "LEVEL_OF", "Metastore"]
 
 KIND_BY_LEVEL = {1: SecurableKind.CATALOG, 2: SecurableKind.SCHEMA}
 LEVEL_OF = {SecurableKind.CATALOG: 1, SecurableKind.SCHEMA: 2, SecurableKind.TABLE: 3, SecurableKind.VOLUME: 3}
+_DEEPEST = 3  # tables and volumes: nothing lies below them
 # The privilege named when a principal may not even see an object of this kind.
 _SEEN_WITH = {
     SecurableKind.CATALOG: Privilege.USE_CATALOG,
@@ -108,14 +112,11 @@ class Metastore:
         """``; did you mean x?`` for a close name the current principal may see (never another one:
         a suggestion would tell who lacks the privilege that a hidden object exists)."""
         parent = name.parent
-        seen = self._visible_keys(conn)
-        siblings = [
-            r["key"].rsplit(".", 1)[-1]
-            for r in conn.execute(
-                "SELECT key FROM securables WHERE parent IS ?", (None if parent is None else key(parent),)
-            )
-            if r["key"] in seen
-        ]
+        rows = conn.execute(
+            "SELECT key, kind, owner FROM securables WHERE parent IS ?", (None if parent is None else key(parent),)
+        ).fetchall()
+        seen = self._visible_children(conn, parent, rows)
+        siblings = [r["key"].rsplit(".", 1)[-1] for r in rows if r["key"] in seen]
         close = difflib.get_close_matches(name.parts[-1], siblings, n=1)
         if not close:
             return ""
@@ -189,11 +190,98 @@ class Metastore:
             raise PermissionDenied(principal, "OWNERSHIP", str(name))
 
     def _require_visible(self, conn: sqlite3.Connection, name: SecurableName, kind: SecurableKind) -> None:
-        if key(name) not in self._visible_keys(conn):
+        if not self._is_visible(conn, name, kind):
             raise PermissionDenied(current_principal(), _SEEN_WITH[kind].value, str(name))
 
+    def _is_visible(self, conn: sqlite3.Connection, name: SecurableName, kind: SecurableKind) -> bool:
+        """Whether the current principal may see ``name`` (:func:`privileges.visible_one`): its lineage
+        first, then, only when that does not decide, indexed range reads of what lies below it."""
+        principal = current_principal()
+        facts = self._facts(conn, name, principal)
+        if visible_one(principal, name, kind, facts):
+            return True
+        return visible_one(principal, name, kind, facts, self._subtree(conn, name, principal, facts))
+
+    def _visible_children(
+        self, conn: sqlite3.Connection, parent: SecurableName | None, rows: Sequence[sqlite3.Row]
+    ) -> set[str]:
+        """The keys among ``rows`` (children of ``parent``, None for catalogs; with ``key``, ``kind`` and
+        ``owner``) that the current principal may see. Reads the parent's lineage once and the
+        principal's grants below the parent once; a child's subtree only when those do not decide."""
+        principal = current_principal()
+        base = AccessFacts(owners={}, grants=frozenset()) if parent is None else self._facts(conn, parent, principal)
+        where, bounds = _below("securable", parent)
+        own: dict[str, set[Grant]] = {}
+        for r in conn.execute(
+            f"SELECT securable, privilege FROM grants WHERE principal = ? AND {where}", (principal, *bounds)
+        ):
+            own.setdefault(r["securable"], set()).add(
+                Grant(name_of(r["securable"]), Privilege(r["privilege"]), principal)
+            )
+        seen: set[str] = set()
+        for row in rows:
+            child, kind = name_of(row["key"]), SecurableKind(row["kind"])
+            facts = AccessFacts(
+                owners={**base.owners, child: row["owner"]}, grants=base.grants | own.get(row["key"], set())
+            )
+            if visible_one(principal, child, kind, facts) or (
+                len(child.parts) < _DEEPEST
+                and visible_one(principal, child, kind, facts, self._subtree(conn, child, principal, facts))
+            ):
+                seen.add(row["key"])
+        return seen
+
+    def _subtree(self, conn: sqlite3.Connection, name: SecurableName, principal: str, facts: AccessFacts) -> Subtree:
+        """What lies below ``name`` that its visibility can depend on, through indexed range queries
+        (never a scan of the metastore): whether the principal owns something there, its grants there,
+        and which kinds exist under ``name`` and under each granted object, asked only for the kinds
+        the privileges involved apply to."""
+        if len(name.parts) >= _DEEPEST:
+            return Subtree()  # tables and volumes hold nothing
+        where, bounds = _below("key", name)
+        if conn.execute(
+            f"SELECT 1 FROM securables WHERE owner = ? AND {where} LIMIT 1", (principal, *bounds)
+        ).fetchone():
+            return Subtree(owned=True)
+        wanted = frozenset().union(*(APPLIES_TO[g.privilege] for g in facts.grants if g.principal == principal))
+        kinds: dict[SecurableName, frozenset[SecurableKind]] = {name: self._kinds_under(conn, name, wanted)}
+        grants: set[Grant] = set()
+        granted: dict[SecurableName, tuple[SecurableKind, set[Privilege]]] = {}
+        where, bounds = _below("g.securable", name)
+        for r in conn.execute(
+            "SELECT g.securable, g.privilege, s.kind FROM grants g JOIN securables s ON s.key = g.securable "
+            f"WHERE g.principal = ? AND {where}",
+            (principal, *bounds),
+        ):
+            level, privilege = name_of(r["securable"]), Privilege(r["privilege"])
+            grants.add(Grant(level, privilege, principal))
+            granted.setdefault(level, (SecurableKind(r["kind"]), set()))[1].add(privilege)
+        for level, (kind, privileges) in granted.items():
+            applies = frozenset().union(*(APPLIES_TO[p] for p in privileges))
+            kinds[level] = frozenset({kind}) | (
+                frozenset() if kind in applies else self._kinds_under(conn, level, applies)
+            )
+        return Subtree(grants=frozenset(grants), kinds=kinds)
+
+    def _kinds_under(
+        self, conn: sqlite3.Connection, name: SecurableName, wanted: frozenset[SecurableKind]
+    ) -> frozenset[SecurableKind]:
+        """The kinds among ``wanted`` of which at least one object lies below ``name`` (one indexed
+        probe per kind that can be deeper than ``name``)."""
+        where, bounds = _below("key", name)
+        return frozenset(
+            kind
+            for kind in wanted
+            if LEVEL_OF.get(kind, 0) > len(name.parts)
+            and conn.execute(
+                f"SELECT 1 FROM securables WHERE kind = ? AND {where} LIMIT 1", (kind.value, *bounds)
+            ).fetchone()
+        )
+
     def _visible_keys(self, conn: sqlite3.Connection) -> set[str]:
-        """Keys the current principal may see in listings (see :func:`privileges.visible`)."""
+        """Every key the current principal may see, by :func:`privileges.visible` over the whole
+        metastore: the full scan the checks above replace, kept as their oracle and the benchmark's
+        baseline (benchmarks/catalog_round_trips.py)."""
         principal = current_principal()
         objects = {
             name_of(r["key"]): (SecurableKind(r["kind"]), r["owner"])
@@ -213,3 +301,13 @@ class Metastore:
     def _is_admin(self, conn: sqlite3.Connection, principal: str) -> bool:
         row = conn.execute("SELECT admin FROM principals WHERE name = ?", (principal,)).fetchone()
         return bool(row and row[0])
+
+
+def _below(column: str, name: SecurableName | None) -> tuple[str, tuple[str, ...]]:
+    """An SQL condition (and its parameters) for keys in ``column`` strictly below ``name`` (every key
+    for None). A range, not LIKE, so that SQLite walks an index: keys below ``a`` are those from
+    ``a.`` up to ``a/`` ('/' follows '.'), since no part contains a '.'."""
+    if name is None:
+        return "1 = 1", ()
+    stored = key(name)
+    return f"{column} > ? AND {column} < ?", (stored + ".", stored + "/")

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from uc_jupyter.catalog.names import SecurableName
 
@@ -39,6 +39,7 @@ __all__ = [
     "Grant",
     "Privilege",
     "SecurableKind",
+    "Subtree",
     "check_grantable",
     "first_missing",
     "holds",
@@ -47,6 +48,7 @@ __all__ = [
     "requirements",
     "validate_principal",
     "visible",
+    "visible_one",
 ]
 
 
@@ -315,6 +317,66 @@ def visible(
         if owned or reached:
             seen.update(lineage)
     return seen
+
+
+@dataclass(frozen=True)
+class Subtree:
+    """What lies strictly below one securable, as far as :func:`visible_one` needs it.
+
+    ``owned``: the principal owns an object below it. ``grants``: the principal's grants on objects
+    below it. ``kinds``: for the securable and for each securable granted below it, the kinds of the
+    objects in its subtree (itself included). A caller may leave out the kinds that no privilege
+    involved applies to (those granted on the lineage, for the securable; those granted on it, for a
+    securable below), since only those can matter: the metastore asks about no other kind.
+    """
+
+    owned: bool = False
+    grants: frozenset[Grant] = frozenset()
+    kinds: Mapping[SecurableName, frozenset[SecurableKind]] = field(default_factory=dict)
+
+
+def visible_one(
+    principal: str,
+    name: SecurableName,
+    kind: SecurableKind,
+    facts: AccessFacts,
+    below: Subtree | None = None,
+) -> bool:
+    """Whether ``name`` (an object of ``kind``) is in :func:`visible` of the whole metastore, from only
+    its lineage's ``facts`` (owners and grants on each level) and what lies ``below`` it.
+
+    It is monotone in ``below``: without it the answer may be a false "no", never a false "yes", so a
+    caller asks the lineage first and reads the subtree only when that does not decide.
+
+    Example:
+        >>> from uc_jupyter.catalog.names import parse_name
+        >>> main, t = parse_name("main"), parse_name("main.ml.t")
+        >>> facts = AccessFacts(owners={main: "admin"}, grants=frozenset())
+        >>> visible_one("alice", main, SecurableKind.CATALOG, facts)
+        False
+        >>> visible_one("alice", main, SecurableKind.CATALOG, facts,
+        ...             Subtree(grants=frozenset({Grant(t, Privilege.SELECT, "alice")}),
+        ...                     kinds={t: frozenset({SecurableKind.TABLE})}))
+        True
+    """
+    below = below if below is not None else Subtree()
+    lineage = name.lineage()
+    if below.owned or any(facts.owners.get(level) == principal for level in lineage):
+        return True
+    # A privilege granted on the lineage shows the object when it applies to the object or to
+    # something inside it (SELECT on a catalog shows the catalog only when it holds a table).
+    here = below.kinds.get(name, frozenset()) | {kind}
+    on_lineage = set(lineage)
+    for grant in facts.grants:
+        if grant.principal == principal and grant.securable in on_lineage and APPLIES_TO[grant.privilege] & here:
+            return True
+    depth = len(name.parts)
+    for grant in below.grants:
+        inside = len(grant.securable.parts) > depth and grant.securable.parts[:depth] == name.parts
+        reaches = APPLIES_TO[grant.privilege] & below.kinds.get(grant.securable, frozenset())
+        if grant.principal == principal and inside and reaches:
+            return True
+    return False
 
 
 @dataclass(frozen=True)

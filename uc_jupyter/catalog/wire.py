@@ -32,18 +32,21 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from uc_jupyter.catalog import CatalogInfo, SchemaInfo
+from uc_jupyter.catalog import CatalogInfo, ColumnInfo, SchemaInfo, TableInfo, VolumeInfo
 from uc_jupyter.catalog.names import quote_part
 from uc_jupyter.catalog.wire_errors import WireError
 
 __all__ = [
     "CREATE_CATALOG",
     "CREATE_SCHEMA",
+    "CREATE_TABLE",
+    "CREATE_VOLUME",
     "MAX_PAGE",
     "Model",
     "Page",
@@ -55,6 +58,8 @@ __all__ = [
     "parse_bool",
     "parse_request",
     "schema_json",
+    "table_json",
+    "volume_json",
 ]
 
 MAX_PAGE = 1000  # the server's page size and the most a page holds (the 0.7.0 client asks for <= 1000)
@@ -79,6 +84,35 @@ CREATE_SCHEMA = Model(
     "CreateSchema",
     {"name": str, "catalog_name": str, "comment": str, "properties": dict, "storage_root": str},
     frozenset({"name", "catalog_name"}),
+)
+CREATE_VOLUME = Model(
+    "CreateVolumeRequestContent",
+    {
+        "catalog_name": str,
+        "schema_name": str,
+        "name": str,
+        "volume_type": str,
+        "comment": str,
+        "storage_location": str,
+    },
+    frozenset({"catalog_name", "schema_name", "name", "volume_type"}),
+)
+CREATE_TABLE = Model(
+    "CreateTable",
+    {
+        "name": str,
+        "catalog_name": str,
+        "schema_name": str,
+        "table_type": str,
+        "data_source_format": str,
+        "columns": list,
+        "storage_location": str,
+        "comment": str,
+        "properties": dict,
+        "view_definition": str,
+        "view_dependencies": dict,
+    },
+    frozenset({"name", "catalog_name", "schema_name", "table_type", "columns"}),
 )
 _JSON_TYPE = {str: "a string", dict: "an object", int: "an integer", bool: "a boolean", list: "an array"}
 
@@ -137,6 +171,119 @@ def schema_json(info: SchemaInfo) -> dict[str, Any]:
             "schema_id": object_id("schema", full_name, info.created_at),
         }
     )
+
+
+def volume_json(info: VolumeInfo) -> dict[str, Any]:
+    """A UC ``VolumeInfo``. An empty comment is left out (the client's ``VolumeInfo.comment`` has
+    ``min_length=1``); a managed volume's ``storage_location`` is shown, as UC OSS does.
+
+    Example:
+        >>> from datetime import datetime, timezone
+        >>> at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+        >>> body = volume_json(VolumeInfo("main", "ml", "raw", "alice", "MANAGED", "file:///d/v", at, ""))
+        >>> body["full_name"], body["volume_type"], "comment" in body
+        ('main.ml.raw', 'MANAGED', False)
+    """
+    full_name = f"{info.catalog_name}.{info.schema_name}.{info.name}"
+    return _compact(
+        {
+            "catalog_name": info.catalog_name,
+            "schema_name": info.schema_name,
+            "name": info.name,
+            "comment": info.comment or None,
+            **_audit(info.owner, info.created_at),
+            "volume_id": object_id("volume", full_name, info.created_at),
+            "volume_type": info.volume_type,
+            "storage_location": info.storage_location,
+            "full_name": full_name,
+        }
+    )
+
+
+def table_json(info: TableInfo) -> dict[str, Any]:
+    """A UC ``TableInfo`` (0.7.0 has no ``full_name`` field on it), its columns as :func:`column_json`.
+
+    Example:
+        >>> from datetime import datetime, timezone
+        >>> at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+        >>> cols = (ColumnInfo("id", "long", False),)
+        >>> body = table_json(TableInfo("main", "ml", "iris", "alice", "EXTERNAL", "file:///d/t", cols, at))
+        >>> body["table_type"], body["data_source_format"], body["columns"][0]["type_name"]
+        ('EXTERNAL', 'DELTA', 'LONG')
+    """
+    full_name = f"{info.catalog_name}.{info.schema_name}.{info.name}"
+    return _compact(
+        {
+            "name": info.name,
+            "catalog_name": info.catalog_name,
+            "schema_name": info.schema_name,
+            "table_type": info.table_type,
+            "data_source_format": info.data_source_format.upper(),
+            "columns": [column_json(c, i) for i, c in enumerate(info.columns)],
+            "storage_location": info.storage_location,
+            "comment": info.comment,
+            "properties": {},
+            **_audit(info.owner, info.created_at),
+            "table_id": object_id("table", full_name, info.created_at),
+        }
+    )
+
+
+# Delta primitive type names -> UC's ColumnTypeName. A type outside this map gets no type_name at all:
+# one value outside the client's enum would make the whole response unparseable there.
+_TYPE_NAMES = {
+    "boolean": "BOOLEAN",
+    "byte": "BYTE",
+    "short": "SHORT",
+    "integer": "INT",
+    "long": "LONG",
+    "float": "FLOAT",
+    "double": "DOUBLE",
+    "date": "DATE",
+    "timestamp": "TIMESTAMP",
+    "timestamp_ntz": "TIMESTAMP_NTZ",
+    "string": "STRING",
+    "binary": "BINARY",
+    "variant": "VARIANT",
+}
+# A nested type's text is its kind (``array``: delta_files.py), or a Spark catalog string (``array<string>``),
+# or deltalake's repr (``ArrayType(PrimitiveType("long"), ...)``): the leading word decides.
+_NESTED = {
+    "array": "ARRAY",
+    "arraytype": "ARRAY",
+    "map": "MAP",
+    "maptype": "MAP",
+    "struct": "STRUCT",
+    "structtype": "STRUCT",
+}
+_LEADING_WORD = re.compile(r"[A-Za-z]*")
+_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
+
+
+def column_json(column: ColumnInfo, position: int) -> dict[str, Any]:
+    """A UC ``ColumnInfo`` at ``position`` (from 0): ``type_name`` from the Delta type, and for a
+    primitive type ``type_json``, the Spark ``StructField`` JSON that Spark and UC OSS write.
+
+    Example:
+        >>> body = column_json(ColumnInfo("price", "decimal(10,2)"), 3)
+        >>> body["type_name"], body["type_precision"], body["type_scale"], body["position"]
+        ('DECIMAL', 10, 2, 3)
+    """
+    text = column.type_text
+    body: dict[str, Any] = {"name": column.name, "type_text": text, "position": position, "nullable": column.nullable}
+    decimal = _DECIMAL.fullmatch(text)
+    leading = _LEADING_WORD.match(text)
+    nested = _NESTED.get(leading[0].lower()) if leading else None
+    if decimal:
+        body.update(type_name="DECIMAL", type_precision=int(decimal[1]), type_scale=int(decimal[2]))
+    elif text in _TYPE_NAMES:
+        body["type_name"] = _TYPE_NAMES[text]
+    elif nested:
+        body["type_name"] = nested
+    if nested is None and "type_name" in body:
+        field = {"name": column.name, "type": text, "nullable": column.nullable, "metadata": {}}
+        body["type_json"] = json.dumps(field, separators=(",", ":"))
+    return body
 
 
 def dotted_name(*parts: str) -> str:

@@ -5,7 +5,9 @@ A Unity Catalog server answers an error with an HTTP status and
 (UC OSS ``GlobalExceptionHandler``). :func:`to_error` makes that body from one of our exceptions (the
 server's side) and :func:`from_error` makes our exception from a body (a client's side), by ``error_code``
 first and the status second. UC OSS answers "already exists" with 400, not 409, and a non-empty catalog
-or schema with ``FAILED_PRECONDITION`` (400); this module follows it. A ``PermissionDenied`` also carries
+or schema with ``FAILED_PRECONDITION`` (400); this module follows it. Storage that overlaps another
+table's or volume's is ``RESOURCE_ALREADY_EXISTS`` (400; UC OSS says PERMISSION_DENIED there, but it is
+our ``AlreadyExists`` and must come back as one through :func:`from_error`). A ``PermissionDenied`` also carries
 its principal, privilege and securable in the ``ErrorInfo`` metadata (a string map in ``google.rpc``),
 which the official client ignores and :func:`from_error` reads back.
 
@@ -142,6 +144,10 @@ def _code_of(exc: BaseException) -> str:
     if isinstance(exc, NotFound):
         return _NOT_FOUND.get(first, "NOT_FOUND")
     if isinstance(exc, AlreadyExists):
+        # Storage overlapping a table's or volume's (external.py), or a name a volume holds when a table is
+        # made (table_writes.py): the message names no kind first, and UC's generic code fits both.
+        if str(exc).startswith("storage location ") or " already exists as a " in str(exc):
+            return "RESOURCE_ALREADY_EXISTS"
         return _ALREADY.get(first, "ALREADY_EXISTS")
     if isinstance(exc, NotEmpty):  # UC: a non-empty catalog or schema is a failed precondition
         return "FAILED_PRECONDITION" if first in ("catalog", "schema") else "INVALID_ARGUMENT"

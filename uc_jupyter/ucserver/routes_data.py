@@ -1,4 +1,4 @@
-"""The data routes of the Unity Catalog API (``/api/2.1/unity-catalog``): catalogs and schemas.
+"""The data routes of the Unity Catalog API (``/api/2.1/unity-catalog``): catalogs, schemas, volumes, tables.
 
 Each route is a plain function ``(catalog, call) -> JSON object`` run by :mod:`uc_jupyter.ucserver.app`
 in a worker thread as the request's principal, with the body already parsed against its model
@@ -27,12 +27,16 @@ from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.catalog.wire import (
     CREATE_CATALOG,
     CREATE_SCHEMA,
+    CREATE_TABLE,
+    CREATE_VOLUME,
     Model,
     catalog_json,
     dotted_name,
     page,
     parse_bool,
     schema_json,
+    table_json,
+    volume_json,
 )
 from uc_jupyter.catalog.wire_errors import WireError
 
@@ -75,7 +79,7 @@ def _wire_name(text: str, levels: int, what: str) -> str:
     """A ``{full_name}`` path parameter (``main.ml``) as our dotted name, checked for its part count."""
     parts = text.split(".")
     if len(parts) != levels:
-        shape = "catalog" if levels == 1 else "catalog.schema"
+        shape = ("catalog", "catalog.schema", "catalog.schema.name")[levels - 1]
         raise WireError("INVALID_ARGUMENT", f"invalid {what} name {text[:300]!r}: expected '{shape}'")
     return dotted_name(*parts)
 
@@ -142,6 +146,87 @@ def delete_schema(cat: LocalCatalog, call: Call) -> Json:
     return {}
 
 
+# ----------------------------------------------------------------- volumes and tables
+def _parent_schema(call: Call, what: str) -> tuple[str, str]:
+    """The schema a listing of ``what`` names in its required ``catalog_name`` and ``schema_name``
+    query parameters: our dotted name and the page tokens' listing key."""
+    catalog, schema = call.query.get("catalog_name"), call.query.get("schema_name")
+    if not catalog or not schema:
+        raise WireError("INVALID_ARGUMENT", f"listing {what} needs the query parameters catalog_name and schema_name")
+    return dotted_name(catalog, schema), f"{what}:{catalog.lower()}.{schema.lower()}"
+
+
+def create_volume(cat: LocalCatalog, call: Call) -> Json:
+    body = call.body
+    kind, location, comment = body["volume_type"], body.get("storage_location"), body.get("comment")
+    if kind not in ("MANAGED", "EXTERNAL"):
+        raise WireError("INVALID_ARGUMENT", f"volume_type must be MANAGED or EXTERNAL, got {kind[:32]!r}")
+    if kind == "EXTERNAL" and not location:
+        raise WireError("INVALID_ARGUMENT", "an EXTERNAL volume needs a storage_location")
+    if kind == "MANAGED" and location is not None:  # a managed volume's storage is the server's choice
+        raise WireError("INVALID_ARGUMENT", "a MANAGED volume takes no storage_location; use EXTERNAL for one")
+    if comment is not None and not 1 <= len(comment) <= 65536:  # the client's own bounds
+        raise WireError("INVALID_ARGUMENT", "comment must be 1 to 65536 characters long")
+    name = dotted_name(body["catalog_name"], body["schema_name"], body["name"])
+    return volume_json(cat.create_volume(name, location, comment=comment))
+
+
+def list_volumes(cat: LocalCatalog, call: Call) -> Json:
+    schema, listing = _parent_schema(call, "volumes")
+    infos = cat.list_volumes(schema)
+    return _listed("volumes", infos, [v.name for v in infos], volume_json, listing, call)
+
+
+def get_volume(cat: LocalCatalog, call: Call) -> Json:
+    return volume_json(cat.get_volume(_wire_name(call.path["name"], 3, "volume")))
+
+
+def delete_volume(cat: LocalCatalog, call: Call) -> Json:
+    cat.drop_volume(_wire_name(call.path["name"], 3, "volume"))
+    return {}
+
+
+def list_tables(cat: LocalCatalog, call: Call) -> Json:
+    schema, listing = _parent_schema(call, "tables")
+    infos = cat.list_tables(schema)
+    return _listed("tables", infos, [t.name for t in infos], table_json, listing, call)
+
+
+def create_table(cat: LocalCatalog, call: Call) -> Json:
+    """Register the Delta table already at ``storage_location`` as an EXTERNAL table. Its columns are
+    the Delta log's (what the answer shows), not the request's: a catalog whose columns disagree with
+    its table's own schema would mislead every reader, so the request's are only checked for shape."""
+    body = call.body
+    if body["table_type"] != "EXTERNAL":
+        raise WireError(
+            "INVALID_ARGUMENT",
+            f"table_type {body['table_type'][:32]!r} is not supported by this server: "
+            "register an EXTERNAL Delta table at a storage_location (managed tables need staging tables)",
+        )
+    if body.get("data_source_format", "DELTA") != "DELTA":
+        raise WireError("INVALID_ARGUMENT", "data_source_format must be DELTA: this server reads Delta tables only")
+    if not body.get("storage_location"):
+        raise WireError("INVALID_ARGUMENT", "an EXTERNAL table needs a storage_location")
+    for unsupported in ("properties", "view_definition", "view_dependencies"):
+        if body.get(unsupported):
+            raise WireError("INVALID_ARGUMENT", f"{unsupported} is not supported by this server (CreateTable)")
+    if not all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in body["columns"]):
+        raise WireError("INVALID_ARGUMENT", "every entry of columns in CreateTable must be an object with a name")
+    name = dotted_name(body["catalog_name"], body["schema_name"], body["name"])
+    info = cat.create_table(name, storage_location=body["storage_location"], comment=body.get("comment"))
+    return table_json(info)
+
+
+def get_table(cat: LocalCatalog, call: Call) -> Json:
+    # read_streaming_table_as_managed / read_materialized_view_as_managed: there are no such tables here.
+    return table_json(cat.get_table(_wire_name(call.path["full_name"], 3, "table")))
+
+
+def delete_table(cat: LocalCatalog, call: Call) -> Json:
+    cat.drop_table(_wire_name(call.path["full_name"], 3, "table"))
+    return {}
+
+
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/catalogs", list_catalogs),
     Route("POST", "/catalogs", create_catalog, CREATE_CATALOG),
@@ -151,4 +236,12 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/schemas", create_schema, CREATE_SCHEMA),
     Route("GET", "/schemas/{full_name}", get_schema),
     Route("DELETE", "/schemas/{full_name}", delete_schema),
+    Route("GET", "/volumes", list_volumes),
+    Route("POST", "/volumes", create_volume, CREATE_VOLUME),
+    Route("GET", "/volumes/{name}", get_volume),
+    Route("DELETE", "/volumes/{name}", delete_volume),
+    Route("GET", "/tables", list_tables),
+    Route("POST", "/tables", create_table, CREATE_TABLE),
+    Route("GET", "/tables/{full_name}", get_table),
+    Route("DELETE", "/tables/{full_name}", delete_table),
 )
