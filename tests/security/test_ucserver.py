@@ -39,7 +39,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 def app_paths() -> list[str]:
     """Every route path of the application, its parameters filled with names that exist."""
     app = build_app(LocalCatalog(tempfile.mkdtemp()))
-    filled = {"{name}": "main", "{full_name}": "main.ml"}
+    filled = {"{name}": "main", "{full_name}": "main.ml", "{securable_type}": "schema"}
     paths = set()
     for route in app.routes:
         path = route.path  # type: ignore[attr-defined]

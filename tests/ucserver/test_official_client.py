@@ -60,6 +60,7 @@ TABLE_ROWS = pa.table(
     }
 )
 OUTSIDER = "outsider"  # a principal with no grants at all
+WRITER = "writer"  # holds ALL PRIVILEGES on TABLE_CATALOG.s.a, which the client's Privilege enum lacks
 
 # step -> (the client's exception class, HTTP status, the error_codes Unity Catalog OSS may answer, and
 # what the one-line message names: the object, and for a denial the principal and the privilege)
@@ -79,6 +80,7 @@ ERRORS: dict[str, tuple[str, int, set[str], str]] = {
     "other_delete_catalog": ("ForbiddenException", 403, {"PERMISSION_DENIED"}, f"{OUTSIDER} lacks"),
     "other_list_volumes": ("ForbiddenException", 403, {"PERMISSION_DENIED"}, f"{OUTSIDER} lacks USE CATALOG on"),
     "other_get_table": ("ForbiddenException", 403, {"PERMISSION_DENIED"}, f"{OUTSIDER} lacks USE CATALOG on"),
+    "other_grants_update": ("ForbiddenException", 403, {"PERMISSION_DENIED"}, f"{OUTSIDER} lacks"),
     "get_missing_volume": ("NotFoundException", 404, {"NOT_FOUND"}, f"{CATALOG}.raw.nope"),
     "create_duplicate_volume": ("BadRequestException", 400, {"RESOURCE_ALREADY_EXISTS"}, f"{CATALOG}.raw.images"),
     "get_deleted_volume": ("NotFoundException", 404, {"NOT_FOUND"}, f"{CATALOG}.raw.labels"),
@@ -125,6 +127,14 @@ STEPS = (
     "other_delete_catalog",
     "other_list_volumes",
     "other_get_table",
+    "grants_update_add",
+    "grants_get",
+    "grants_get_principal",
+    "grants_get_other_principal",
+    "other_grants_update",
+    "grants_update_remove",
+    "grants_get_after_remove",
+    "grants_get_unrepresentable",
     "get_missing_catalog",
     "create_duplicate_catalog",
     "get_missing_schema",
@@ -180,6 +190,7 @@ def run(ucclient_python: Path, server: Served, tmp_path_factory: pytest.TempPath
         for name in ("a", "b"):
             server.catalog.create_table(f"{TABLE_CATALOG}.s.{name}", TABLE_ROWS)
         external_location(server.catalog, str(outside))
+        server.catalog.grant(f"{TABLE_CATALOG}.s.a", "ALL PRIVILEGES", server.principal(WRITER))
     env = {
         "PATH": os.environ.get("PATH", ""),
         "UC_TOKEN": server.admin_token,
@@ -336,6 +347,22 @@ def test_tables_and_their_columns_parse_in_the_official_clients_models(run: Run)
     assert registered["storage_location"].endswith("/c") and registered["columns"] == columns  # the Delta log's
     _check_times_and_owner(registered, "table_id", run.window)
     assert _ok(steps["delete_table"], "dict") == {}
+
+
+def test_permissions_parse_in_the_official_clients_models(run: Run) -> None:
+    steps = run.steps
+    granted = {"privilege_assignments": [{"principal": OUTSIDER, "privileges": ["READ VOLUME"]}]}
+    # The extension field uc_jupyter_privileges is not in the client's model: to_dict() leaves it out.
+    assert _ok(steps["grants_update_add"], "PermissionsList") == granted
+    assert _ok(steps["grants_get"], "PermissionsList") == granted
+    assert _ok(steps["grants_get_principal"], "PermissionsList") == granted
+    assert _ok(steps["grants_get_other_principal"], "PermissionsList") == {"privilege_assignments": []}
+    assert _ok(steps["grants_update_remove"], "PermissionsList") == {"privilege_assignments": []}
+    assert _ok(steps["grants_get_after_remove"], "PermissionsList") == {"privilege_assignments": []}
+    # Listed, with the privilege the client cannot parse left out of privileges (our client reads it
+    # from uc_jupyter_privileges): one unknown enum value would have failed the whole response.
+    unrepresentable = _ok(steps["grants_get_unrepresentable"], "PermissionsList")
+    assert unrepresentable == {"privilege_assignments": [{"principal": WRITER, "privileges": []}]}
 
 
 @pytest.mark.parametrize("step", sorted(ERRORS))

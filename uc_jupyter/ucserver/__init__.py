@@ -2,7 +2,8 @@
 
 Modules: :mod:`~uc_jupyter.ucserver.auth` (bearer tokens, in front of routing),
 :mod:`~uc_jupyter.ucserver.app` (the ASGI application: bodies, errors, principals),
-:mod:`~uc_jupyter.ucserver.routes_data` (catalogs, schemas, volumes, tables) and
+:mod:`~uc_jupyter.ucserver.routes_data` (catalogs, schemas, volumes, tables),
+:mod:`~uc_jupyter.ucserver.routes_governance` (permissions) and
 :mod:`~uc_jupyter.ucserver.serve` (the command: bind, print the URL, stop on SIGTERM/Ctrl-C).
 Apart from :mod:`uc_jupyter.server`, which is the Jupyter server extension.
 

@@ -39,6 +39,7 @@ from uc_jupyter.catalog.wire_errors import WireError, error_body, to_error
 from uc_jupyter.ucserver import PREFIX
 from uc_jupyter.ucserver.auth import BearerAuth
 from uc_jupyter.ucserver.routes_data import ROUTES, Call, Route
+from uc_jupyter.ucserver.routes_governance import ROUTES as GOVERNANCE_ROUTES
 
 __all__ = ["MAX_BODY", "PREFIX", "build_app"]
 
@@ -50,7 +51,7 @@ MAX_BODY = 1 << 20  # 1 MiB: every UC request body is far smaller
 def build_app(catalog: LocalCatalog, store: TokenStore | None = None) -> Starlette:
     """The server's application over ``catalog``; tokens from ``store`` (default: the catalog's own)."""
     by_path: dict[str, dict[str, Route]] = {}
-    for route in ROUTES:  # one Starlette route per path, so that a 405's Allow header names every method
+    for route in (*ROUTES, *GOVERNANCE_ROUTES):  # one Starlette route per path: a 405's Allow names every method
         by_path.setdefault(route.path, {})[route.method] = route
     return Starlette(
         routes=[
