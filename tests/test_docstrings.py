@@ -32,7 +32,7 @@ from uc_jupyter.distributed import errors as rank_errors
 from uc_jupyter.jupyter import args
 from uc_jupyter.tables import spark_server, spark_watchdog
 from uc_jupyter.telemetry import collector, model, producer, reporter, uplink
-from uc_jupyter.testing import kernels
+from uc_jupyter.testing import boards, kernels
 from uc_jupyter.ucserver import app as ucserver_app
 from uc_jupyter.ucserver import auth as ucserver_auth
 from uc_jupyter.ucserver import routes_data as ucserver_routes_data
@@ -47,7 +47,7 @@ from uc_jupyter.widgets import charts, view
         *(local, metastore, pending, tokens),
         *(partition, options, decode, stream, model, reporter, collector, producer, uplink, lazy),
         *(processes, errors, rank_errors, payload, protocol, board, proctree, args, charts, view),
-        *(progress, spark_server, spark_watchdog, kernels),
+        *(progress, spark_server, spark_watchdog, kernels, boards),
         *(wire, wire_errors, ucserver, ucserver_app, ucserver_auth, ucserver_routes_data, ucserver_serve),
     ],
     ids=lambda m: m.__name__,

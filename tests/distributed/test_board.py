@@ -18,6 +18,7 @@ import pytest
 from uc_jupyter.distributed import RankPool, board
 from uc_jupyter.distributed.board import parse_board, publish, read_boards, withdraw
 from uc_jupyter.distributed.pool import PoolStatus, RankInfo
+from uc_jupyter.testing.boards import pool_record
 
 
 def test_a_pool_announces_its_state_and_withdraws_it(isolated_home: Path) -> None:
@@ -98,15 +99,4 @@ def test_the_module_examples_run() -> None:
 
 def record(kernel: str | None) -> dict[str, object]:
     """A status record as a live pool of this process writes it."""
-    return {
-        "kernel_id": kernel,
-        "pid": os.getpid(),
-        "pool": 1,
-        "updated": time.time(),
-        "size": 1,
-        "state": "idle",
-        "devices": "cpu",
-        "backend": "gloo",
-        "master_port": 29500,
-        "ranks": [{"rank": 0, "pid": os.getpid(), "device": "cpu", "alive": True}],
-    }
+    return pool_record(kernel)

@@ -18,7 +18,6 @@ import gc
 import os
 import re
 import stat
-import subprocess
 import threading
 import time
 import uuid
@@ -36,6 +35,7 @@ from uc_jupyter.data import FileCache, UCVolumeDataset
 from uc_jupyter.data.cache import CachedFile, Ticket
 from uc_jupyter.data.remote import VolumeReadError
 from uc_jupyter.testing.catalogs import external_location
+from uc_jupyter.testing.mounts import MountUnavailable, mounted
 from uc_jupyter.testing.s3_server import S3TestServer
 
 ORIGINAL = b"the bytes that were downloaded"  # 30 bytes
@@ -445,20 +445,11 @@ def test_a_damaged_index_is_rebuilt_from_the_objects(tmp_path: Path, damage: Cal
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs (mounting needs root, as CI has): a disk that really fills."""
-    where = tmp_path / "disk"
-    where.mkdir()
     try:
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(where)], capture_output=True, check=False
-        )
-    except FileNotFoundError:
-        pytest.skip("no mount command")
-    if done.returncode:
-        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
+        with mounted(tmp_path / "disk", "tmpfs", "size=1m,mode=0700") as where:
+            yield where
+    except MountUnavailable as exc:
+        pytest.skip(str(exc))
 
 
 def fill(disk: Path) -> None:

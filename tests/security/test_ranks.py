@@ -29,6 +29,7 @@ from uc_jupyter.distributed import RankDied, RankError, RankPool, distributed
 from uc_jupyter.distributed.board import publish, read_boards
 from uc_jupyter.distributed.pool import PoolStatus, shutdown_shared_pool
 from uc_jupyter.server.browse import pool_records
+from uc_jupyter.testing.boards import pool_record
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # ranks cannot import test modules by name
 
@@ -345,18 +346,7 @@ def test_everything_ends_when_the_kernel_dies(tmp_path: Path, reaper: set[int]) 
 
 # ---------------------------------------------------------------- malformed pool status files
 def good_record(kernel: str) -> dict[str, object]:
-    return {
-        "kernel_id": kernel,
-        "pid": os.getpid(),
-        "pool": 1,
-        "updated": time.time(),
-        "size": 1,
-        "state": "idle",
-        "devices": "cpu",
-        "backend": "gloo",
-        "master_port": 29500,
-        "ranks": [{"rank": 0, "pid": os.getpid(), "device": "cpu", "alive": True}],
-    }
+    return pool_record(kernel)
 
 
 def bad_files(folder: Path, outside: Path) -> None:

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import ModuleType
 
@@ -30,6 +29,7 @@ from uc_jupyter.server.browse import (
     status_of,
     table_preview,
 )
+from uc_jupyter.testing.boards import pool_record
 
 
 def _volume_folder(catalog: LocalCatalog, name: str) -> Path:
@@ -156,18 +156,7 @@ def test_pool_records_keep_the_given_kernels_with_live_processes(isolated_home: 
     folder.mkdir()
 
     def board(kernel: str | None, pid: int) -> dict[str, object]:
-        record: dict[str, object] = {
-            "kernel_id": kernel,
-            "pid": pid,
-            "pool": 1,
-            "updated": time.time(),
-            "size": 2,
-            "state": "busy",
-            "devices": "cpu",
-            "backend": "gloo",
-            "master_port": 29500,
-            "ranks": [{"rank": 0, "pid": pid, "device": "cpu", "alive": True}],
-        }
+        record = pool_record(kernel, pid=pid, size=2, state="busy")
         (folder / f"{kernel or f'pid-{pid}'}.1.json").write_text(json.dumps(record))
         return record
 

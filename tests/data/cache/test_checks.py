@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 import warnings
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from uc_jupyter.data.cache import CacheIntegrityWarning, FileCache, Ticket
+from uc_jupyter.testing.mounts import MountUnavailable, mounted
 
 from .conftest import get
 
@@ -100,18 +100,11 @@ def test_an_object_whose_seal_was_lost_is_checked_by_the_index_and_sealed_again(
 @pytest.fixture
 def without_xattrs(tmp_path: Path) -> Iterator[Path]:
     """A ramfs mount (it keeps no extended attributes; mounting needs root, as CI has)."""
-    where = tmp_path / "ramfs"
-    where.mkdir()
     try:
-        done = subprocess.run(["mount", "-t", "ramfs", "ramfs", str(where)], capture_output=True, check=False)
-    except FileNotFoundError:
-        pytest.skip("no mount command")
-    if done.returncode:
-        pytest.skip(f"cannot mount a ramfs here: {done.stderr.decode().strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
+        with mounted(tmp_path / "ramfs", "ramfs") as where:
+            yield where
+    except MountUnavailable as exc:
+        pytest.skip(str(exc))
 
 
 def test_without_extended_attributes_the_index_checks_every_hit(without_xattrs: Path) -> None:
