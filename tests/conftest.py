@@ -1,19 +1,48 @@
 """Every test runs against its own catalog home and a fixed principal, never ~/.uc_jupyter; tests that
-need Spark share one real local Spark Connect server per session, reached like a remote one."""
+need Spark share one real local Spark Connect server per session, reached like a remote one.
+
+Both catalog backends: the ``catalog`` fixture (and ``home_catalog``, the same home's catalog with
+nothing in it) is the embedded catalog, or, in a test marked ``both_backends`` (a module's
+``pytestmark``, or one test), also a :class:`~uc_jupyter.catalog.rest.RestCatalog` talking to an
+in-process ``uc-jupyter serve`` of the test's own home. Such a test runs twice, ``[local]`` and
+``[rest]``; on ``rest`` the process's ``get_catalog()`` is that same RestCatalog (UC_JUPYTER_CATALOG_URL
+and UC_JUPYTER_TOKEN are set), and ``as_principal(p)`` calls it with a token of ``p``, made when first
+needed. A test about the embedded store itself (its SQLite file, files on disk, processes sharing a
+home) is marked ``embedded_only("why")`` and runs on the embedded catalog only.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from uc_jupyter.catalog import get_catalog
+from uc_jupyter.catalog import Catalog, get_catalog
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.tables.spark import LocalServer, local_server, stop_local_server
 
 ADMIN = "admin"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "both_backends: run the test's catalog on the embedded catalog and on RestCatalog + uc-jupyter serve"
+    )
+    config.addinivalue_line(
+        "markers", "embedded_only(why): about the embedded catalog itself (SQLite, files on disk); local backend only"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    definition = metafunc.definition
+    if "backend" not in metafunc.fixturenames or definition.get_closest_marker("both_backends") is None:
+        return
+    if definition.get_closest_marker("embedded_only") is None:
+        metafunc.parametrize("backend", ["local", "rest"])
 
 
 @pytest.fixture(autouse=True)
@@ -22,17 +51,63 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("UC_JUPYTER_HOME", str(home))
     monkeypatch.setenv("UC_JUPYTER_PRINCIPAL", ADMIN)
     monkeypatch.delenv("UC_JUPYTER_SPARK_REMOTE", raising=False)
+    for remote in ("UC_JUPYTER_CATALOG_URL", "UC_JUPYTER_TOKEN", "DATABRICKS_HOST", "DATABRICKS_TOKEN"):
+        monkeypatch.delenv(remote, raising=False)  # a developer's catalog server must not receive the suite
     return home
 
 
+servers_stopping: list[threading.Thread] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _join_stopping_servers() -> Iterator[None]:
+    yield
+    for stopping in servers_stopping:
+        stopping.join(timeout=30)
+
+
 @pytest.fixture
-def catalog(isolated_home: Path) -> LocalCatalog:
-    """The embedded catalog of this test's home, with catalog ``main`` and schema ``main.ml``."""
-    cat = get_catalog()
-    assert isinstance(cat, LocalCatalog)
-    cat.create_catalog("main")
-    cat.create_schema("main.ml")
-    return cat
+def backend() -> str:
+    """The catalog backend: "local" (embedded), unless a ``both_backends`` test is parametrized."""
+    return "local"
+
+
+@pytest.fixture
+def home_catalog(isolated_home: Path, backend: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Catalog]:
+    """The catalog of this test's home on ``backend``, with nothing in it but its admin (see the module
+    docstring): the embedded catalog, or RestCatalog over an in-process server of the same home."""
+    if backend == "local":
+        cat = get_catalog()
+        assert isinstance(cat, LocalCatalog)
+        yield cat
+        return
+    from uc_jupyter.catalog.rest import RestCatalog
+    from uc_jupyter.testing.served import serving
+
+    server = contextlib.ExitStack()
+    served = server.enter_context(serving(isolated_home))
+    try:
+        monkeypatch.setenv("UC_JUPYTER_CATALOG_URL", served.url)
+        monkeypatch.setenv("UC_JUPYTER_TOKEN", served.admin_token)
+        rest = get_catalog()
+        assert isinstance(rest, RestCatalog)
+        rest.token_for = served.token_for
+        yield rest
+        rest.close()
+    finally:
+        # uvicorn takes ~0.2 s to stop (its 0.1 s tick, then a 0.1 s pause); a test's server serves a
+        # home of its own, so it may stop while the next test runs. All are joined at the session's end.
+        stopping = threading.Thread(target=server.close, name=f"stop {served.url}")
+        stopping.start()
+        servers_stopping.append(stopping)
+
+
+@pytest.fixture
+def catalog(home_catalog: Catalog) -> Catalog:
+    """This test's catalog (the embedded one unless ``both_backends``), with ``main`` and ``main.ml``."""
+    home_catalog.create_catalog("main")
+    home_catalog.create_schema("main.ml")
+    return home_catalog
 
 
 @pytest.fixture(scope="session")

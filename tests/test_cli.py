@@ -536,3 +536,25 @@ def test_demo_init_builds_then_keeps(home: Path) -> None:
     assert summary["reused"] is True and summary["table"] == "main.ml.iris"
     kept = run_process("demo", "init")
     assert [line.split()[0] for line in kept.stdout.splitlines()[:2]] == ["kept", "kept"]
+
+
+# ----------------------------------------------------------------------------- a catalog server: --url / --token
+def test_url_and_token_select_a_catalog_server(
+    tmp_path: Path, ok: Callable[..., list[str]], cli: Callable[..., Result]
+) -> None:
+    from uc_jupyter.testing.served import serving
+
+    with serving(tmp_path / "server_home") as served:
+        remote = ("--url", served.url, "--token", served.admin_token)
+        ok(*remote, "catalog", "create", "catalog", "remote")
+        assert ok(*remote, "catalog", "list") == ["remote\tadmin\t"]
+        assert ok("catalog", "list") == []  # the embedded catalog of $UC_JUPYTER_HOME is another one
+        code, _, err = cli(*remote, "--as", "alice", "catalog", "list")
+        assert code == 1
+        assert_one_line_error(err, "no token for principal alice", "UC_JUPYTER_TOKEN")
+        code, _, err = cli("--url", served.url, "--token", "ucj_wrong", "catalog", "list")
+        assert code == 1
+        assert_one_line_error(err, "token refused")
+    code, _, err = cli("--token", "ucj_x", "catalog", "list")
+    assert code == 1
+    assert_one_line_error(err, "without a catalog URL")

@@ -13,6 +13,7 @@ from uc_jupyter.catalog import (
     _rows,
     delta_files,
     entry_locks,
+    http,
     local,
     locations,
     metastore,
@@ -20,11 +21,14 @@ from uc_jupyter.catalog import (
     pending,
     privileges,
     reserved,
+    rest_names,
     secrets,
     storage,
     tokens,
+    vended,
     wire,
     wire_errors,
+    wire_read,
 )
 from uc_jupyter.data import decode, options, partition, stream
 from uc_jupyter.distributed import board, payload, proctree, protocol
@@ -32,10 +36,11 @@ from uc_jupyter.distributed import errors as rank_errors
 from uc_jupyter.jupyter import args
 from uc_jupyter.tables import spark_server, spark_watchdog
 from uc_jupyter.telemetry import collector, model, producer, reporter, uplink
-from uc_jupyter.testing import boards, kernels
+from uc_jupyter.testing import boards, kernels, served
 from uc_jupyter.ucserver import app as ucserver_app
 from uc_jupyter.ucserver import auth as ucserver_auth
 from uc_jupyter.ucserver import routes_data as ucserver_routes_data
+from uc_jupyter.ucserver import routes_extensions as ucserver_routes_extensions
 from uc_jupyter.ucserver import serve as ucserver_serve
 from uc_jupyter.widgets import charts, view
 
@@ -49,6 +54,7 @@ from uc_jupyter.widgets import charts, view
         *(processes, errors, rank_errors, payload, protocol, board, proctree, args, charts, view),
         *(progress, spark_server, spark_watchdog, kernels, boards),
         *(wire, wire_errors, ucserver, ucserver_app, ucserver_auth, ucserver_routes_data, ucserver_serve),
+        *(http, vended, wire_read, rest_names, served, ucserver_routes_extensions),
     ],
     ids=lambda m: m.__name__,
 )

@@ -1,4 +1,4 @@
-"""The ``uc-jupyter`` command: manage the embedded catalog and the demo data from a shell.
+"""The ``uc-jupyter`` command: manage the catalog (embedded, or a server with ``--url``) and the demo data.
 
 Output is plain and scriptable: lists print one object per line with tab-separated columns, changes
 print one confirmation line, and ``--json`` prints a single JSON document instead. Errors print one
@@ -50,6 +50,7 @@ from uc_jupyter.catalog.names import parse_name
 from uc_jupyter.cli_tokens import COMMANDS as TOKEN_COMMANDS
 from uc_jupyter.cli_tokens import run as run_token_command
 from uc_jupyter.ucserver import serve as ucserve
+from uc_jupyter.ucserver.vendor import end_vends_at_drop
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # usage errors and --help: argparse has printed its message
         return exc.code if isinstance(exc.code, int) else 0
     try:
-        cat = get_catalog()
+        cat = get_catalog(url=args.catalog_url, token=args.catalog_token)
         principal = args.as_principal
         with contextlib.nullcontext() if principal is None else cat.as_principal(principal):
             handler: Handler = args.handler
@@ -150,11 +151,24 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser; ``--json`` and ``--as`` work before or after the subcommand."""
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Manage the embedded Unity Catalog under $UC_JUPYTER_HOME.",
+        description="Manage the embedded Unity Catalog under $UC_JUPYTER_HOME, or a Unity Catalog server (--url).",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_global_options(parser, json_default=False, as_default=None)
+    # Before the command only: `catalog create location --url` is the location's own URL.
+    parser.add_argument(
+        "--url",
+        dest="catalog_url",
+        metavar="URL",
+        help="a Unity Catalog server to use instead of the embedded catalog (default: $UC_JUPYTER_CATALOG_URL)",
+    )
+    parser.add_argument(
+        "--token",
+        dest="catalog_token",
+        metavar="TOKEN",
+        help="the server's bearer token (default: $UC_JUPYTER_TOKEN, which other users cannot see in ps)",
+    )
     common = argparse.ArgumentParser(add_help=False)
     _add_global_options(common, json_default=argparse.SUPPRESS, as_default=argparse.SUPPRESS)
 
@@ -353,6 +367,7 @@ def _catalog_drop(cat: Catalog, args: argparse.Namespace) -> Report:
     kind: str = args.kind
     if kind == "credential":
         cat.drop_storage_credential(args.name)
+        end_vends_at_drop(cat, args.name)  # keys a server over this home vended with it end now, not at expiry
         return _change("dropped", "storage credential", args.name)
     if kind == "location":
         cat.drop_external_location(args.name)

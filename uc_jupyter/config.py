@@ -8,6 +8,11 @@
   (default 30 minutes; read by :mod:`uc_jupyter.tables.spark_server`).
 - ``UC_JUPYTER_VERBOSE``: ``1`` shows uc_jupyter's own frames in rank errors (read by
   :mod:`uc_jupyter.distributed.errors`).
+- ``UC_JUPYTER_CATALOG_URL`` and ``UC_JUPYTER_TOKEN``: a Unity Catalog server (``uc-jupyter serve``, UC
+  OSS; with or without ``/api/2.1/unity-catalog``) and the bearer token to call it with; when set,
+  ``get_catalog()`` is a REST client for it instead of the embedded catalog.
+- ``DATABRICKS_HOST`` and ``DATABRICKS_TOKEN``: the same for a Databricks workspace (used when
+  ``UC_JUPYTER_CATALOG_URL`` is not set).
 
 Example:
     >>> import os
@@ -20,8 +25,9 @@ from __future__ import annotations
 
 import getpass
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 __all__ = ["Settings", "settings"]
 
@@ -31,6 +37,37 @@ class Settings:
     home: Path
     principal: str
     spark_remote: str | None
+    catalog_url: str | None = None
+    token: str | None = field(default=None, repr=False)
+    databricks_host: str | None = None
+    databricks_token: str | None = field(default=None, repr=False)
+
+    def remote_catalog(self) -> tuple[str, str, Literal["uc", "databricks"]] | None:
+        """The catalog server to use as (url, token, dialect), None for the embedded catalog; a server
+        without its token is a one-line CatalogError (working on the embedded catalog instead would
+        quietly give other data).
+
+        Example:
+            >>> Settings(Path("/h"), "me", None, "http://127.0.0.1:8080", "ucj_x").remote_catalog()
+            ('http://127.0.0.1:8080', 'ucj_x', 'uc')
+        """
+        from uc_jupyter.catalog import CatalogError
+
+        if self.catalog_url:
+            if not self.token:
+                raise CatalogError(
+                    f"UC_JUPYTER_CATALOG_URL is {self.catalog_url} but UC_JUPYTER_TOKEN is not set: set it to a "
+                    "token of yours (uc-jupyter token create PRINCIPAL, run by an admin on the server)"
+                )
+            return self.catalog_url, self.token, "uc"
+        if self.databricks_host:
+            if not self.databricks_token:
+                raise CatalogError(
+                    f"DATABRICKS_HOST is {self.databricks_host} but DATABRICKS_TOKEN is not set: set it to a "
+                    "personal access token of that workspace, or unset DATABRICKS_HOST for the embedded catalog"
+                )
+            return self.databricks_host, self.databricks_token, "databricks"
+        return None
 
 
 def settings() -> Settings:
@@ -41,6 +78,10 @@ def settings() -> Settings:
         home=Path(home).expanduser().resolve(),
         principal=principal,
         spark_remote=os.environ.get("UC_JUPYTER_SPARK_REMOTE") or None,
+        catalog_url=os.environ.get("UC_JUPYTER_CATALOG_URL") or None,
+        token=os.environ.get("UC_JUPYTER_TOKEN") or None,
+        databricks_host=os.environ.get("DATABRICKS_HOST") or None,
+        databricks_token=os.environ.get("DATABRICKS_TOKEN") or None,
     )
 
 

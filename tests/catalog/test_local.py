@@ -1,4 +1,8 @@
-"""The embedded catalog through its public surface: real SQLite, real Delta tables, real files."""
+"""The catalog through its public surface: real SQLite, real Delta tables, real files.
+
+Every test runs on both backends (the embedded catalog, and RestCatalog + a served home: see
+tests/conftest.py), except those marked ``embedded_only``, which test the embedded store itself.
+"""
 
 from __future__ import annotations
 
@@ -33,12 +37,13 @@ from uc_jupyter.tables.delta import read_arrow
 from uc_jupyter.testing.catalogs import external_location
 
 ADMIN = "admin"
+pytestmark = pytest.mark.both_backends
 
 
 @pytest.fixture
-def cat(isolated_home: Path, tmp_path: Path) -> LocalCatalog:
+def cat(home_catalog: LocalCatalog, tmp_path: Path) -> LocalCatalog:
     """The catalog with main.ml, principals alice and bob, and an external location over tmp_path."""
-    catalog = LocalCatalog(isolated_home)
+    catalog = home_catalog
     catalog.create_catalog("main")
     catalog.create_schema("main.ml")
     for principal in ("alice", "bob"):
@@ -51,8 +56,13 @@ def rows(n: int = 3) -> pa.Table:
     return pa.table({"x": list(range(n)), "name": [f"r{i}" for i in range(n)]})
 
 
+def home() -> Path:
+    """The test's home: the embedded catalog's root, and the served home on the rest backend."""
+    return Path(os.environ["UC_JUPYTER_HOME"])
+
+
 def managed_dirs(cat: LocalCatalog, kind: str) -> list[str]:
-    folder = cat.root / "storage" / kind
+    folder = home() / "storage" / kind
     return sorted(os.listdir(folder)) if folder.exists() else []
 
 
@@ -237,7 +247,7 @@ def test_storage_locations_may_not_overlap(cat: LocalCatalog, tmp_path: Path) ->
         with pytest.raises(AlreadyExists, match="overlaps volume main.ml.raw"):
             cat.create_volume("main.ml.other", str(location))
     with pytest.raises(NoExternalLocation, match="no external location contains it"):
-        cat.create_volume("main.ml.sneaky", str(cat.root / "storage" / "volumes"))
+        cat.create_volume("main.ml.sneaky", str(home() / "storage" / "volumes"))
 
 
 # ------------------------------------------------------------------ drop
@@ -526,6 +536,7 @@ def test_resolve_volume_path_maps_to_storage(cat: LocalCatalog) -> None:
     assert cat.resolve_volume_path("/Volumes/main/ml/v/").path == root
 
 
+@pytest.mark.embedded_only("memory:// lives in one process; the server vends file:// and s3:// only")
 def test_external_volume_on_another_filesystem(cat: LocalCatalog) -> None:
     external_location(cat, "memory://uc-test/bucket")
     cat.create_volume("main.ml.mem", "memory://uc-test/bucket/prefix")
@@ -564,6 +575,7 @@ def _create_schemas(home: str, prefix: str, count: int) -> None:
         catalog.create_table(f"main.{prefix}_{i}.t", rows(1))
 
 
+@pytest.mark.embedded_only("processes sharing one home's SQLite metastore")
 def test_two_processes_write_the_metastore_at_once(cat: LocalCatalog) -> None:
     context = multiprocessing.get_context("spawn")
     workers = [context.Process(target=_create_schemas, args=(str(cat.root), name, 12)) for name in ("p", "q")]
@@ -589,6 +601,7 @@ def _race_create(home: str, barrier: Any, results: Any) -> None:
         results.put("exists")
 
 
+@pytest.mark.embedded_only("processes racing on one home's entry locks and managed storage")
 def test_racing_creators_leave_one_table_and_no_stray_storage(cat: LocalCatalog) -> None:
     context = multiprocessing.get_context("spawn")
     barrier, results = context.Barrier(3), context.Queue()

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from uc_jupyter.catalog.names import (
     MAX_PART_LENGTH,
+    SHOWN_CHARACTERS,
     InvalidName,
     SecurableName,
     VolumePath,
@@ -23,6 +24,12 @@ LEVELS = ("catalog", "schema", "object")
 PLAIN = re.compile(r"[A-Za-z0-9_]+")
 FORBIDDEN = ". /" + "".join(chr(c) for c in range(0x20)) + "\x7f"
 DOTTED_I = "\u0130"  # 'İ': lower-cases to two code points, 'i' + U+0307
+
+
+def shown(text: str) -> str:
+    """How an error quotes a refused name: whole up to SHOWN_CHARACTERS characters, then cut."""
+    return repr(text) if len(text) <= SHOWN_CHARACTERS else f"{text[:SHOWN_CHARACTERS]!r}..."
+
 
 _part_char = st.characters(exclude_categories=("Cs",), exclude_characters=FORBIDDEN)
 valid_parts = st.one_of(
@@ -169,7 +176,7 @@ def test_a_parsed_name_always_renders_to_an_equal_valid_name(parts: list[str]) -
 def test_invalid_names_are_refused_with_a_one_line_message(text: str, levels: tuple[int, ...], fragment: str) -> None:
     with pytest.raises(InvalidName) as error:
         parse_name(text, levels=levels)
-    assert_one_line_error(error, repr(text), fragment)
+    assert_one_line_error(error, shown(text), fragment)
 
 
 @pytest.mark.parametrize("value", [None, 42, b"main", ["main"], ("main",)])
@@ -201,7 +208,7 @@ def test_the_error_names_the_empty_part(parts: list[str], backquoted: bool, data
     text = ".".join(rendered)
     with pytest.raises(InvalidName) as error:
         parse_name(text)
-    assert_one_line_error(error, repr(text), f"part {index + 1} is empty")
+    assert_one_line_error(error, shown(text), f"part {index + 1} is empty")
 
 
 # --- SecurableName helpers ----------------------------------------------------------------------
@@ -315,7 +322,7 @@ def test_dotdot_anywhere_in_the_relative_part_is_refused(
     text = volume_text(name_parts, segments, trailing_slash)
     with pytest.raises(InvalidName) as error:
         parse_volume_path(text)
-    assert_one_line_error(error, repr(text), "'..'")
+    assert_one_line_error(error, shown(text), "'..'")
 
 
 @pytest.mark.parametrize(
@@ -349,7 +356,7 @@ def test_dotdot_anywhere_in_the_relative_part_is_refused(
 def test_invalid_volume_paths_are_refused(text: str, fragment: str) -> None:
     with pytest.raises(InvalidName) as error:
         parse_volume_path(text)
-    assert_one_line_error(error, repr(text), fragment)
+    assert_one_line_error(error, shown(text), fragment)
 
 
 @pytest.mark.parametrize("value", [None, 42, b"/Volumes/main/s/v"])
@@ -380,3 +387,13 @@ def test_volume_path_name_is_checked_against_the_length_limit_after_lower_casing
     except InvalidName:
         return
     assert parse_volume_path(str(path)) == path
+
+
+@pytest.mark.parametrize(
+    "text", ["y" * 10_000, "a." * 5_000, "a.b." + "c" * 10_000, "/Volumes/a/b/c/" + "x/" * 5_000 + "/y"]
+)
+def test_a_flood_of_a_name_is_quoted_cut(text: str) -> None:
+    parse = parse_volume_path if text.startswith("/Volumes/") else parse_name
+    with pytest.raises(InvalidName) as error:
+        parse(text)
+    assert len(str(error.value)) < 1000 and "\n" not in str(error.value)

@@ -205,3 +205,18 @@ def test_overlapping_storage_is_resource_already_exists_and_comes_back_as_alread
     )
     assert to_error(NotFound("volume main.ml.raw does not exist"))[:1] == (404,)
     assert to_error(NotFound("volume main.ml.raw does not exist"))[1]["error_code"] == "NOT_FOUND"
+
+
+def test_a_repeated_key_at_any_depth_and_a_flood_of_nesting_are_one_line_refusals() -> None:
+    from uc_jupyter.catalog.wire import CREATE_CATALOG, UPDATE_CATALOG, parse_request
+    from uc_jupyter.catalog.wire_errors import WireError
+
+    for raw, message in (
+        (b'{"name": "a", "name": "b"}', "the key 'name' appears twice in the body of CreateCatalog; give it once"),
+        (b'{"name": "a", "properties": {"k": "1", "k": "2"}}', "the key 'k' appears twice"),
+        (b"[" * 100_000 + b"]" * 100_000, "malformed JSON body for CreateCatalog: nested too deeply"),
+    ):
+        with pytest.raises(WireError) as caught:
+            parse_request(raw, CREATE_CATALOG)
+        assert caught.value.error_code == "INVALID_ARGUMENT" and str(caught.value.message).startswith(message)
+    assert parse_request(b'{"comment": "x", "owner": "alice"}', UPDATE_CATALOG) == {"comment": "x", "owner": "alice"}

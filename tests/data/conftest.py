@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import torch.utils.data
 
+from uc_jupyter.catalog import Catalog
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.processes import free_port
 from uc_jupyter.testing.catalogs import external_location
@@ -82,14 +83,16 @@ def s3(s3_server: S3TestServer) -> Iterator[S3TestServer]:
 
 
 @pytest.fixture
-def s3_volume(catalog: LocalCatalog, s3: S3TestServer) -> Callable[..., tuple[str, Path]]:
-    """Make an external volume on the S3 server; returns (its /Volumes path, its folder on disk)."""
+def s3_volume(catalog: Catalog, s3: S3TestServer) -> Callable[..., tuple[str, Path]]:
+    """Make an external volume on the S3 server; returns (its /Volumes path, its folder on disk).
+    Its credential vends its own keys (``vending: static``: the test server checks no signature), so
+    RestCatalog reads it with what ``uc-jupyter serve`` vends; the embedded catalog ignores the option."""
 
     def make(name: str = "remote", **options: Any) -> tuple[str, Path]:
         bucket = f"b{uuid.uuid4().hex[:12]}"
         folder = s3.bucket(bucket) / "data"
         folder.mkdir()
-        storage_options = {**s3.storage_options, **options}
+        storage_options = {**s3.storage_options, "vending": "static", **options}
         external_location(catalog, f"s3://{bucket}", storage_options)
         catalog.create_volume(f"main.ml.{name}", f"s3://{bucket}/data")
         return f"/Volumes/main/ml/{name}", folder

@@ -1,4 +1,5 @@
-"""UCTableDataset over real Delta tables written through the catalog, with real DataLoader workers."""
+"""UCTableDataset over real Delta tables written through the catalog, with real DataLoader workers, on
+both catalog backends (the embedded catalog, and RestCatalog + a served home: tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from uc_jupyter.catalog import NotFound, PermissionDenied
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.data import DataLoader, UCTableDataset
 from uc_jupyter.testing.deletion_vectors import delete_with_deletion_vector
+
+pytestmark = pytest.mark.both_backends
 
 
 def rows(n: int, start: int = 0) -> pa.Table:

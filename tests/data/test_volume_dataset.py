@@ -1,4 +1,9 @@
-"""UCVolumeDataset through its public interface, on local volumes and on a real S3-compatible server."""
+"""UCVolumeDataset through its public interface, on local volumes and on a real S3-compatible server.
+
+The tests marked ``both_backends`` (what the dataset asks of the catalog: resolving, READ VOLUME,
+listing) also run with RestCatalog + a served home (tests/conftest.py); the others test the data path
+after the catalog, which is the same on both.
+"""
 
 from __future__ import annotations
 
@@ -62,6 +67,7 @@ def read_bytes(path: str) -> bytes:
 # ------------------------------------------------------------------ listing and bad input
 
 
+@pytest.mark.both_backends
 def test_lists_sorted_files_and_skips_hidden_and_marker_files(local_volume: Volume) -> None:
     path, folder = local_volume()
     files = write_files(folder, 3)
@@ -77,6 +83,7 @@ def test_lists_sorted_files_and_skips_hidden_and_marker_files(local_volume: Volu
     assert [f.relative for f in picked.listing.files] == ["sub/f00000.bin"]
 
 
+@pytest.mark.both_backends
 def test_a_local_volume_is_read_in_place(local_volume: Volume) -> None:
     path, folder = local_volume()
     files = write_files(folder, 4)
@@ -90,6 +97,7 @@ def test_a_local_volume_is_read_in_place(local_volume: Volume) -> None:
     assert all(str(folder) not in p for p in paths)
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize(
     ("setup", "path", "error", "message"),
     [
@@ -118,6 +126,7 @@ def test_bad_paths_get_one_line_errors_naming_them(
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.both_backends
 def test_reading_needs_read_volume(local_volume: Volume, catalog: LocalCatalog) -> None:
     path, folder = local_volume()
     write_files(folder, 2)
@@ -153,6 +162,7 @@ def test_bad_options_are_refused(local_volume: Volume, option: dict[str, Any], m
         UCVolumeDataset(path, recursive=True, **option)
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize(
     ("option", "message"),
     [
@@ -322,8 +332,7 @@ def test_epochs_reshuffle_the_same_way_everywhere(local_volume: Volume) -> None:
 
 
 # ------------------------------------------------------------------ remote volumes
-
-
+@pytest.mark.both_backends
 def test_s3_volume_files_are_cached_and_hit_in_later_epochs(s3_volume: Volume, s3: S3TestServer) -> None:
     path, folder = s3_volume()
     files = write_files(folder, 40, size=500)
@@ -337,6 +346,7 @@ def test_s3_volume_files_are_cached_and_hit_in_later_epochs(s3_volume: Volume, s
     assert dataset.stats().cache is not None
 
 
+@pytest.mark.both_backends
 def test_a_changed_remote_file_is_fetched_again(s3_volume: Volume) -> None:
     path, folder = s3_volume()
     write_files(folder, 3)
@@ -361,6 +371,7 @@ def test_transient_errors_are_retried(s3_volume: Volume, s3: S3TestServer) -> No
     assert dataset.stats().streams[0].retries >= 5  # at least one of ours per file (s3fs may add its own)
 
 
+@pytest.mark.both_backends
 def test_injected_503s_are_survived(s3_volume: Volume, s3: S3TestServer) -> None:
     path, folder = s3_volume()
     files = write_files(folder, 5)
@@ -378,6 +389,7 @@ def test_a_file_that_keeps_failing_names_its_volume_path(s3_volume: Volume, s3: 
         list(dataset)
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize("context", ["spawn", "forkserver"])
 def test_spawn_and_forkserver_workers(s3_volume: Volume, context: str) -> None:
     path, folder = s3_volume()
@@ -387,6 +399,7 @@ def test_spawn_and_forkserver_workers(s3_volume: Volume, context: str) -> None:
     assert sorted(items) == sorted(files.values())
 
 
+@pytest.mark.both_backends
 def test_the_budget_is_never_crossed_and_epoch_two_refetches_at_most_sixty_percent(
     s3_volume: Volume, s3: S3TestServer, tmp_path: Path
 ) -> None:
@@ -447,8 +460,7 @@ def test_a_volume_on_moto_reads_like_any_s3(catalog: LocalCatalog, tmp_path: Pat
 
 
 # ------------------------------------------------------------------ checkpoints
-
-
+@pytest.mark.both_backends
 def test_resume_continues_with_exactly_the_remaining_files(s3_volume: Volume) -> None:
     path, folder = s3_volume()
     write_files(folder, 10)
@@ -463,6 +475,7 @@ def test_resume_continues_with_exactly_the_remaining_files(s3_volume: Volume) ->
     assert [Path(p).name for p in delivered + rest] == [Path(p).name for p in everything]
 
 
+@pytest.mark.both_backends
 def test_resume_into_another_dataset_names_what_differs(s3_volume: Volume) -> None:
     path, folder = s3_volume()
     write_files(folder, 4)
@@ -473,6 +486,7 @@ def test_resume_into_another_dataset_names_what_differs(s3_volume: Volume) -> No
         UCVolumeDataset(path).load_state_dict({"epoch": 0})
 
 
+@pytest.mark.both_backends
 def test_labelled_folder_yields_labels_and_skips_top_level_files(s3_volume: Volume) -> None:
     path, folder = s3_volume()
     write_files(folder, 2, sub="cat/")
@@ -500,6 +514,7 @@ def test_s3_volumes_read_alike_through_the_lean_reader_and_s3fs(
     assert s3.stats()["requests"]["GET"] == 30
 
 
+@pytest.mark.both_backends
 def test_cache_never_streams_every_file_through_and_keeps_none(s3_volume: Volume, s3: S3TestServer) -> None:
     path, folder = s3_volume()
     files = write_files(folder, 20, size=200)
@@ -514,8 +529,7 @@ def test_cache_never_streams_every_file_through_and_keeps_none(s3_volume: Volume
 
 
 # ------------------------------------------------------------------ a cache of one's own
-
-
+@pytest.mark.both_backends
 def test_a_file_cache_given_as_cache_dir_is_the_one_read_through(
     s3_volume: Volume, s3: S3TestServer, tmp_path: Path
 ) -> None:
@@ -530,6 +544,7 @@ def test_a_file_cache_given_as_cache_dir_is_the_one_read_through(
     assert stats is not None and stats.max_bytes == 12_345 and stats.entries == 6
 
 
+@pytest.mark.both_backends
 def test_a_file_cache_keeps_its_own_budget(s3_volume: Volume, tmp_path: Path) -> None:
     path, folder = s3_volume()
     write_files(folder, 2)
@@ -542,6 +557,7 @@ def test_a_file_cache_keeps_its_own_budget(s3_volume: Volume, tmp_path: Path) ->
 # ------------------------------------------------------------------ what the filters leave out
 
 
+@pytest.mark.both_backends
 def test_files_left_out_by_include_and_exclude_are_counted(local_volume: Volume) -> None:
     path, folder = local_volume()
     write_files(folder, 5)
@@ -572,6 +588,7 @@ def test_the_skipped_count_reaches_the_loaders_telemetry_once_across_ranks(
     assert total == 7
 
 
+@pytest.mark.both_backends
 def test_a_folder_whose_files_are_all_in_sub_folders_says_to_add_recursive(local_volume: Volume) -> None:
     path, folder = local_volume()
     for sub in ("b", "a", "c", "d"):

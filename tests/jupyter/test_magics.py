@@ -1,4 +1,7 @@
-"""%uc_load and %%uc_distributed through a real InteractiveShell: results, config, errors, completion."""
+"""%uc_load and %%uc_distributed through a real InteractiveShell: results, config, errors, completion.
+
+The tests marked ``both_backends`` (what %uc_load and completion ask of the catalog) also run with
+RestCatalog + a served home (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -41,6 +44,7 @@ def test_every_documented_magic_line_parses() -> None:
 
 
 # ---------------------------------------------------------------- %uc_load, tables
+@pytest.mark.both_backends
 @pytest.mark.usefixtures("spark_remote")
 def test_tables_in_every_form(shell: InteractiveShell, catalog: LocalCatalog) -> None:
     run(shell, "result = %uc_load main.ml.points --to pandas --columns id,tag --where \"tag = 't1'\" --limit 5")
@@ -83,6 +87,7 @@ def test_config_names_the_defaults(shell: InteractiveShell) -> None:
 
 
 # ---------------------------------------------------------------- %uc_load, volumes
+@pytest.mark.both_backends
 def test_volumes_as_loader_dataset_and_paths(shell: InteractiveShell, catalog: LocalCatalog) -> None:
     loader = shell.run_line_magic(
         "uc_load", "/Volumes/main/ml/docs --recursive --decode text --batch-size 4 --num-workers 0 --no-monitor"
@@ -98,6 +103,7 @@ def test_volumes_as_loader_dataset_and_paths(shell: InteractiveShell, catalog: L
     assert sorted(Path(p).read_text() for p in paths) == sorted(f"document {i}" for i in range(0, 12, 2))
 
 
+@pytest.mark.both_backends
 def test_volumes_with_labels_include_and_exclude(shell: InteractiveShell, catalog: LocalCatalog) -> None:
     pairs = shell.run_line_magic("uc_load", "/Volumes/main/ml/docs --labels folder --decode text --to dataset")
     assert pairs.classes == ("cats", "dogs")  # --labels folder reads the class folders without --recursive
@@ -112,6 +118,7 @@ def test_volumes_with_labels_include_and_exclude(shell: InteractiveShell, catalo
         shell.run_line_magic("uc_load", "/Volumes/main/ml/docs --decode text")
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize(
     ("line", "message"),
     [
@@ -144,6 +151,7 @@ def test_bad_lines_are_one_line_usage_errors(
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.both_backends
 def test_a_missing_grant_names_the_principal(shell: InteractiveShell, catalog: LocalCatalog) -> None:
     catalog.create_principal("bob")
     with catalog.as_principal("bob"), pytest.raises(UsageError, match="bob lacks USE CATALOG on main"):
@@ -157,6 +165,7 @@ def completions(shell: InteractiveShell, line: str) -> list[str]:
         return [c.text for c in shell.Completer.completions(line, len(line))]
 
 
+@pytest.mark.both_backends
 def test_completion_of_names_paths_and_options(shell: InteractiveShell, catalog: LocalCatalog) -> None:
     assert "main.ml.points" in completions(shell, "%uc_load main.ml.po")
     assert completions(shell, "%uc_load main.m") == ["main.ml."]
@@ -171,6 +180,7 @@ def test_completion_of_names_paths_and_options(shell: InteractiveShell, catalog:
     assert completions(shell, "%uc_load /Volumes/main/ml/docs --inc") == ["--include"]
 
 
+@pytest.mark.both_backends
 def test_completion_shows_only_what_the_principal_may_use(shell: InteractiveShell, catalog: LocalCatalog) -> None:
     catalog.create_principal("carol")
     with catalog.as_principal("carol"):

@@ -52,6 +52,13 @@ def read_private_note() -> str:
         return bytes(file.read()).decode()
 
 
+def catalog_principal() -> str:
+    """Who the rank's configured catalog says it acts as."""
+    from uc_jupyter.catalog import get_catalog
+
+    return get_catalog().current_principal()
+
+
 def who_acts_everywhere() -> tuple[str, str, str]:
     """Who the rank is in this thread, in a thread it starts, and in a process it starts."""
     from uc_jupyter.catalog import current_principal
@@ -193,6 +200,34 @@ def test_as_principal_reaches_the_ranks_of_a_warm_pool(guarded: LocalCatalog, po
     assert pool.run(read_secret_table) == [SECRET_ROWS, SECRET_ROWS]
     assert pool.run(read_private_note) == ["for admins only"] * 2
     assert {r.pid for r in pool.status().ranks} == pids  # the same warm ranks all along
+
+
+def test_over_a_catalog_server_ranks_act_as_the_tokens_principal_not_the_local_label(
+    isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel holds alice's token while UC_JUPYTER_PRINCIPAL still says admin: the ranks are alice
+    (the server's answer), so they read what alice may, and the label gets them nothing."""
+    from uc_jupyter.testing.served import serving
+
+    with serving(isolated_home / "served") as served:
+        with as_principal("admin"):
+            admin = served.catalog
+            admin.create_catalog("main")
+            admin.create_schema("main.ml")
+            volume = admin.create_volume("main.ml.private")
+            Path(volume.storage_location.removeprefix("file://"), "note.txt").write_text("for admins only")
+            admin.create_principal("alice")
+            admin.grant("main", "USE CATALOG", "alice")
+            admin.grant("main.ml", "USE SCHEMA", "alice")
+        monkeypatch.setenv("UC_JUPYTER_CATALOG_URL", served.url)
+        monkeypatch.setenv("UC_JUPYTER_TOKEN", served.token_for("alice") or "")
+        assert os.environ["UC_JUPYTER_PRINCIPAL"] == "admin"
+        with RankPool(2, devices="cpu", stop_grace=1.0) as ranks:
+            assert ranks.run(catalog_principal) == ["alice", "alice"]
+            denied_to("alice", "main.ml.private", "READ VOLUME", lambda: ranks.run(read_private_note))
+            with as_principal("admin"):
+                admin.grant("main.ml.private", "READ VOLUME", "alice")
+            assert ranks.run(read_private_note) == ["for admins only"] * 2
 
 
 def test_push_and_pull_act_as_the_caller_too(guarded: LocalCatalog, pool: RankPool) -> None:

@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -39,7 +40,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 def app_paths() -> list[str]:
     """Every route path of the application, its parameters filled with names that exist."""
     app = build_app(LocalCatalog(tempfile.mkdtemp()))
-    filled = {"{name}": "main", "{full_name}": "main.ml", "{securable_type}": "schema"}
+    filled = {"{name}": "main", "{full_name}": "main.ml", "{securable_type}": "schema", "{id}": str(uuid.uuid4())}
     paths = set()
     for route in app.routes:
         path = route.path  # type: ignore[attr-defined]

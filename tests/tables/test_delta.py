@@ -1,4 +1,5 @@
-"""read_arrow and open_delta: catalog tables straight from their Delta files, no Spark."""
+"""read_arrow and open_delta: catalog tables straight from their Delta files, no Spark; on both catalog
+backends (the embedded catalog, and RestCatalog + a served home: tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import pytest
 
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.tables.delta import open_delta, read_arrow
+
+pytestmark = pytest.mark.both_backends
 
 
 def test_columns_and_versions_are_read(catalog: LocalCatalog) -> None:

@@ -1,4 +1,5 @@
-"""Export to volumes through Spark (local volumes) or pyarrow (object storage), and Hugging Face loading."""
+"""Export to volumes through Spark (local volumes) or pyarrow (object storage), and Hugging Face loading;
+the tests marked ``both_backends`` also run with RestCatalog + a served home (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ def rows_of(dataset: object) -> list[tuple[int, float, str]]:
 EXPECTED = [(i, i * 0.5, f"t{i % 3}") for i in range(50)]
 
 
+@pytest.mark.both_backends
 def test_export_then_load_with_hugging_face_row_for_row(catalog: LocalCatalog, spark_remote: str) -> None:
     catalog.create_volume("main.ml.exports")
     assert export_table("main.ml.points", "/Volumes/main/ml/exports/points") == "/Volumes/main/ml/exports/points"
@@ -50,6 +52,7 @@ def test_a_failed_export_keeps_the_previous_contents(catalog: LocalCatalog, spar
     assert [p.name for p in folder.parent.iterdir()] == ["points"]
 
 
+@pytest.mark.both_backends
 def test_export_checks_grants_and_mode(catalog: LocalCatalog, spark_remote: str) -> None:
     catalog.create_volume("main.ml.exports")
     export_table("main.ml.points", "/Volumes/main/ml/exports/points")

@@ -1,4 +1,5 @@
-"""Catalog tables through a real Spark Connect server and the deltalake-backed data source."""
+"""Catalog tables through a real Spark Connect server and the deltalake-backed data source; the tests
+marked ``both_backends`` also run with RestCatalog + a served home (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from uc_jupyter.tables.spark import SparkUnavailable, local_server
 from uc_jupyter.testing.deletion_vectors import delete_with_deletion_vector
 
 
+@pytest.mark.both_backends
 def test_table_round_trips_through_spark(catalog: LocalCatalog, spark_remote: str) -> None:
     frame = to_pandas(table("main.ml.points")).sort_values("id").reset_index(drop=True)
     expected = pd.DataFrame(
@@ -31,6 +33,7 @@ def test_table_round_trips_through_spark(catalog: LocalCatalog, spark_remote: st
     assert values.dtype == np.float64 and values.tolist() == [[0, 0.0], [1, 0.5], [2, 1.0], [3, 1.5]]
 
 
+@pytest.mark.both_backends
 def test_versions_are_pinned_and_travel(catalog: LocalCatalog, spark_remote: str) -> None:
     before = table("main.ml.points")
     catalog.create_table("main.ml.points", pa.table({"id": [100], "x": [1.0], "tag": ["new"]}), mode="append")
@@ -39,6 +42,7 @@ def test_versions_are_pinned_and_travel(catalog: LocalCatalog, spark_remote: str
     assert table("main.ml.points", version=0).count() == 50
 
 
+@pytest.mark.both_backends
 def test_errors_surface_at_table_before_spark(catalog: LocalCatalog, spark_remote: str) -> None:
     with pytest.raises(NotFound, match="table main.ml.pionts does not exist; did you mean main.ml.points?"):
         table("main.ml.pionts")
@@ -51,6 +55,7 @@ def test_errors_surface_at_table_before_spark(catalog: LocalCatalog, spark_remot
         table("main.ml.points")
 
 
+@pytest.mark.both_backends
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [

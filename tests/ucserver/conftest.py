@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +23,7 @@ import pytest
 from uc_jupyter.catalog import NotFound, as_principal
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.catalog.tokens import TokenStore
+from uc_jupyter.testing.served import serve_process
 
 API = "/api/2.1/unity-catalog"
 ADMIN = "admin"
@@ -139,28 +138,17 @@ class Served:
         return self.process.returncode, err
 
 
-def start_server(home: Path, *args: str) -> Served:
-    """``uc-jupyter serve --port 0`` over ``home`` (made, with ``admin`` as its metastore admin)."""
+def start_server(home: Path, *args: str, host: str = "127.0.0.1") -> Served:
+    """``uc-jupyter serve --host host --port 0`` over ``home`` (made, with ``admin`` as its metastore admin)."""
     with as_principal(ADMIN):
         catalog = LocalCatalog(home)
         tokens = TokenStore(catalog)
         admin_token = tokens.create(ADMIN)[1]
-    env = {**os.environ, "UC_JUPYTER_HOME": str(home), "UC_JUPYTER_PRINCIPAL": SERVER_ENV_PRINCIPAL}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "uc_jupyter.cli", "serve", "--port", "0", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline().strip()  # blocks until the server prints its URL (or exits)
-    if not line.startswith("http://127.0.0.1:"):
-        process.kill()
-        _, err = process.communicate()
-        pytest.fail(f"uc-jupyter serve printed {line!r} instead of its URL: {err.strip()}")
-    return Served(line, process, catalog, tokens, admin_token)
+    try:
+        process, url = serve_process(home, *args, host=host, principal=SERVER_ENV_PRINCIPAL)
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    return Served(url, process, catalog, tokens, admin_token)
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ would downgrade aiohttp, pydantic, typing_extensions and urllib3 there. So this 
 official client and the standard library, nothing of ``uc_jupyter``. It runs one fixed scenario over
 catalogs, schemas, volumes and tables (tables it reads, registers and deletes: the test writes the
 Delta tables first, two in ``TABLE_CATALOG`` and one at ``UC_TABLE_URL`` to register; an external
-volume goes to ``UC_VOLUME_URL``), as a Unity
-Catalog user would, and prints one JSON line per step on stdout, in order, after one naming the
+volume goes to ``UC_VOLUME_URL``), comment updates, and a managed table made through a staging table, as a
+Unity Catalog user would, and prints one JSON line per step on stdout, in order, after one naming the
 client's version: what the client parsed (the model's class and ``to_dict()``), or the exception it
 raised (its class, the HTTP status and the error body's ``error_code`` and ``message``). It asserts
 nothing: the test (``test_official_client.py``) reads the lines and checks them, so a failure shows
@@ -31,32 +31,53 @@ import importlib.metadata
 import json
 import os
 import sys
+import time
+import urllib.parse
+import uuid
 from collections.abc import Awaitable, Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 # From the defining modules: the package's __init__ re-exports them without __all__, which strict
 # type checkers refuse.
 from unitycatalog.client.api.catalogs_api import CatalogsApi
+from unitycatalog.client.api.credentials_api import CredentialsApi
+from unitycatalog.client.api.external_locations_api import ExternalLocationsApi
 from unitycatalog.client.api.grants_api import GrantsApi
 from unitycatalog.client.api.schemas_api import SchemasApi
 from unitycatalog.client.api.tables_api import TablesApi
+from unitycatalog.client.api.temporary_credentials_api import TemporaryCredentialsApi
 from unitycatalog.client.api.volumes_api import VolumesApi
 from unitycatalog.client.api_client import ApiClient
 from unitycatalog.client.configuration import Configuration
 from unitycatalog.client.exceptions import ApiException
+from unitycatalog.client.models.aws_iam_role_request import AwsIamRoleRequest
 from unitycatalog.client.models.column_info import ColumnInfo
 from unitycatalog.client.models.column_type_name import ColumnTypeName
 from unitycatalog.client.models.create_catalog import CreateCatalog
+from unitycatalog.client.models.create_credential_request import CreateCredentialRequest
+from unitycatalog.client.models.create_external_location import CreateExternalLocation
 from unitycatalog.client.models.create_schema import CreateSchema
+from unitycatalog.client.models.create_staging_table import CreateStagingTable
 from unitycatalog.client.models.create_table import CreateTable
 from unitycatalog.client.models.create_volume_request_content import CreateVolumeRequestContent
+from unitycatalog.client.models.credential_purpose import CredentialPurpose
 from unitycatalog.client.models.data_source_format import DataSourceFormat
+from unitycatalog.client.models.generate_temporary_path_credential import GenerateTemporaryPathCredential
+from unitycatalog.client.models.generate_temporary_table_credential import GenerateTemporaryTableCredential
+from unitycatalog.client.models.generate_temporary_volume_credential import GenerateTemporaryVolumeCredential
+from unitycatalog.client.models.path_operation import PathOperation
 from unitycatalog.client.models.permissions_change import PermissionsChange
 from unitycatalog.client.models.privilege import Privilege
 from unitycatalog.client.models.securable_type import SecurableType
+from unitycatalog.client.models.table_operation import TableOperation
 from unitycatalog.client.models.table_type import TableType
+from unitycatalog.client.models.update_catalog import UpdateCatalog
 from unitycatalog.client.models.update_permissions import UpdatePermissions
+from unitycatalog.client.models.update_schema import UpdateSchema
+from unitycatalog.client.models.update_volume_request_content import UpdateVolumeRequestContent
+from unitycatalog.client.models.volume_operation import VolumeOperation
 from unitycatalog.client.models.volume_type import VolumeType
 
 API_PATH = "/api/2.1/unity-catalog"
@@ -168,6 +189,9 @@ async def scenario(url: str, token: str, other_token: str, table_url: str, volum
         )
         await _volumes(VolumesApi(client), volume_url)
         await _tables(TablesApi(client), table_url)
+        await _updates(catalogs, schemas, VolumesApi(client))
+        await _managed_table(TablesApi(client), TemporaryCredentialsApi(client))
+        await _storage(client, volume_url)
         # A principal with no grants: sees none of them, may do nothing to them.
         async with _client(url, other_token) as other_client:
             other = CatalogsApi(other_client)
@@ -284,6 +308,130 @@ async def _permissions(grants: GrantsApi, other: GrantsApi) -> None:
     await _step("grants_get_after_remove", lambda: grants.get(volume, images))
     # The test granted ALL PRIVILEGES, which the client's enum lacks, on this table before the run.
     await _step("grants_get_unrepresentable", lambda: grants.get(SecurableType.TABLE, f"{TABLE_CATALOG}.s.a"))
+
+
+UPDATED_COMMENT = "updated by the official client"
+MANAGED_TABLE = "m"  # made in TABLE_CATALOG.s through a staging table
+
+
+async def _updates(catalogs: CatalogsApi, schemas: SchemasApi, volumes: VolumesApi) -> None:
+    """PATCH of a catalog, a schema and a volume (comments; 0.7.0's update models have no owner), read
+    back; and a rename, which this server refuses."""
+    comment = UpdateCatalog(comment=UPDATED_COMMENT)
+    await _step("update_catalog", lambda: catalogs.update_catalog(CATALOG, comment))
+    await _step("get_updated_catalog", lambda: catalogs.get_catalog(CATALOG))
+    schema_comment = UpdateSchema(comment=UPDATED_COMMENT)
+    await _step("update_schema", lambda: schemas.update_schema(f"{CATALOG}.ml", schema_comment))
+    volume_comment = UpdateVolumeRequestContent(comment=UPDATED_COMMENT)
+    await _step("update_volume", lambda: volumes.update_volume(f"{CATALOG}.raw.images", volume_comment))
+    rename = UpdateCatalog(new_name=f"{CATALOG}_renamed")
+    await _step("rename_catalog", lambda: catalogs.update_catalog(CATALOG, rename))
+
+
+async def _managed_table(tables: TablesApi, credentials: TemporaryCredentialsApi) -> None:
+    """A managed table the UC OSS way: a staging table, READ_WRITE credentials for its id, a Delta log
+    written at the vended ``file://`` url (a one-column, empty table: the JSON a Delta writer's first
+    commit holds, written with the standard library), then POST /tables MANAGED naming the staging id."""
+    made: dict[str, Any] = {}
+
+    async def stage() -> Any:
+        staging = CreateStagingTable(name=MANAGED_TABLE, catalog_name=TABLE_CATALOG, schema_name="s")
+        made["staged"] = await tables.create_staging_table(staging)
+        return made["staged"]
+
+    async def vend() -> Any:
+        ask = GenerateTemporaryTableCredential(table_id=made["staged"].id, operation=TableOperation.READ_WRITE)
+        made["vended"] = await credentials.generate_temporary_table_credentials(ask)
+        return made["vended"]
+
+    async def write_and_register() -> Any:
+        _write_empty_delta_table(made["vended"].url)
+        column = ColumnInfo(name="id", type_name=ColumnTypeName.LONG, type_text="bigint", position=0, nullable=True)
+        create = CreateTable(
+            name=MANAGED_TABLE,
+            catalog_name=TABLE_CATALOG,
+            schema_name="s",
+            table_type=TableType.MANAGED,
+            data_source_format=DataSourceFormat.DELTA,
+            columns=[column],
+            storage_location=made["staged"].staging_location,
+            properties={"io.unitycatalog.tableId": made["staged"].id},
+        )
+        return await tables.create_table(create)
+
+    await _step("create_staging_table", stage)
+    await _step("staging_table_credentials", vend)
+    await _step("create_managed_table", write_and_register)
+    await _step("get_managed_table", lambda: tables.get_table(f"{TABLE_CATALOG}.s.{MANAGED_TABLE}"))
+    await _step("delete_managed_table", lambda: tables.delete_table(f"{TABLE_CATALOG}.s.{MANAGED_TABLE}"))
+
+
+def _write_empty_delta_table(url: str) -> None:
+    """The first commit of an empty Delta table with one nullable long column ``id``, at a file:// url."""
+    log = Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path)) / "_delta_log"
+    log.mkdir(parents=True)
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    actions = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {
+            "metaData": {
+                "id": str(uuid.uuid4()),
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": [],
+                "configuration": {},
+                "createdTime": int(time.time() * 1000),
+            }
+        },
+    ]
+    (log / "00000000000000000000.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+CREDENTIAL = "interop_cred"
+LOCATION = "interop_loc"
+ROLE_ARN = "arn:aws:iam::123456789012:role/interop"
+
+
+async def _storage(client: ApiClient, volume_url: str) -> None:
+    """A credential and an external location made, read, listed and deleted; temporary credentials for
+    the external volume, table ``a`` and a path inside the new location (all ``file://`` here: a url
+    and an expiry, no keys); a missing volume id and an UNKNOWN operation refused."""
+    credentials, locations = CredentialsApi(client), ExternalLocationsApi(client)
+    vending, volumes, tables = TemporaryCredentialsApi(client), VolumesApi(client), TablesApi(client)
+    # A sibling of the test's external folder: outside every location the test made.
+    location_url = volume_url.rsplit("/", 2)[0] + "/interop_location"
+    role = AwsIamRoleRequest(role_arn=ROLE_ARN)
+    purpose = CredentialPurpose.STORAGE
+    create = CreateCredentialRequest(name=CREDENTIAL, comment=COMMENT, aws_iam_role=role, purpose=purpose)
+    await _step("create_credential", lambda: credentials.create_credential(create))
+    await _step("get_credential", lambda: credentials.get_credential(CREDENTIAL))
+    await _step("list_credentials", lambda: credentials.list_credentials(purpose=CredentialPurpose.STORAGE))
+    location = CreateExternalLocation(name=LOCATION, url=location_url, credential_name=CREDENTIAL, comment=COMMENT)
+    await _step("create_external_location", lambda: locations.create_external_location(location))
+    await _step("get_external_location", lambda: locations.get_external_location(LOCATION))
+    await _step("list_external_locations", lambda: locations.list_external_locations())
+    shared = await volumes.get_volume(f"{CATALOG}.raw.shared")
+    table = await tables.get_table(f"{TABLE_CATALOG}.s.a")
+
+    def volume_ask(volume_id: str, operation: VolumeOperation) -> Awaitable[Any]:
+        ask = GenerateTemporaryVolumeCredential(volume_id=volume_id, operation=operation)
+        return vending.generate_temporary_volume_credentials(ask)
+
+    assert shared.volume_id is not None and table.table_id is not None
+    volume_id, table_id = shared.volume_id, table.table_id
+    await _step("volume_credentials", lambda: volume_ask(volume_id, VolumeOperation.READ_VOLUME))
+    table_ask = GenerateTemporaryTableCredential(table_id=table_id, operation=TableOperation.READ)
+    await _step("table_credentials", lambda: vending.generate_temporary_table_credentials(table_ask))
+    path_ask = GenerateTemporaryPathCredential(url=f"{location_url}/raw", operation=PathOperation.PATH_READ)
+    await _step("path_credentials", lambda: vending.generate_temporary_path_credentials(path_ask))
+    missing = str(uuid.UUID(int=0))
+    await _step("volume_credentials_missing_id", lambda: volume_ask(missing, VolumeOperation.READ_VOLUME))
+    unknown = VolumeOperation.UNKNOWN_VOLUME_OPERATION
+    await _step("volume_credentials_unknown_operation", lambda: volume_ask(volume_id, unknown))
+    await _step("delete_credential_in_use", lambda: credentials.delete_credential(CREDENTIAL))
+    await _step("delete_external_location", lambda: locations.delete_external_location(LOCATION))
+    await _step("delete_credential", lambda: credentials.delete_credential(CREDENTIAL))
+    await _step("get_deleted_credential", lambda: credentials.get_credential(CREDENTIAL))
 
 
 def main(argv: list[str]) -> int:

@@ -86,6 +86,16 @@ ERRORS: dict[str, tuple[str, int, set[str], str]] = {
     "get_deleted_volume": ("NotFoundException", 404, {"NOT_FOUND"}, f"{CATALOG}.raw.labels"),
     "get_missing_table": ("NotFoundException", 404, {"TABLE_NOT_FOUND"}, f"{TABLE_CATALOG}.s.nope"),
     "get_deleted_table": ("NotFoundException", 404, {"TABLE_NOT_FOUND"}, f"{TABLE_CATALOG}.s.b"),
+    "rename_catalog": ("BadRequestException", 400, {"INVALID_ARGUMENT"}, "renaming a catalog is not supported"),
+    "volume_credentials_missing_id": ("NotFoundException", 404, {"NOT_FOUND"}, "no volume with id"),
+    "volume_credentials_unknown_operation": (
+        "BadRequestException",
+        400,
+        {"INVALID_ARGUMENT"},
+        "UNKNOWN_VOLUME_OPERATION",
+    ),
+    "delete_credential_in_use": ("BadRequestException", 400, {"INVALID_ARGUMENT"}, "used by external location"),
+    "get_deleted_credential": ("NotFoundException", 404, {"NOT_FOUND"}, "interop_cred"),
     "wrong_token": ("UnauthorizedException", 401, {"UNAUTHENTICATED"}, "token"),
     "no_token": ("UnauthorizedException", 401, {"UNAUTHENTICATED"}, "token"),
 }
@@ -121,6 +131,31 @@ STEPS = (
     "create_table",
     "delete_table",
     "get_deleted_table",
+    "update_catalog",
+    "get_updated_catalog",
+    "update_schema",
+    "update_volume",
+    "rename_catalog",
+    "create_staging_table",
+    "staging_table_credentials",
+    "create_managed_table",
+    "get_managed_table",
+    "delete_managed_table",
+    "create_credential",
+    "get_credential",
+    "list_credentials",
+    "create_external_location",
+    "get_external_location",
+    "list_external_locations",
+    "volume_credentials",
+    "table_credentials",
+    "path_credentials",
+    "volume_credentials_missing_id",
+    "volume_credentials_unknown_operation",
+    "delete_credential_in_use",
+    "delete_external_location",
+    "delete_credential",
+    "get_deleted_credential",
     "other_list_catalogs",
     "other_get_catalog",
     "other_create_catalog",
@@ -374,3 +409,84 @@ def test_errors_surface_as_the_official_clients_exceptions_with_uc_codes(run: Ru
     assert got[:2] == (exception, status) and got[2] in codes, f"{got}: {result.get('message') or result}"
     message = result["message"]
     assert isinstance(message, str) and named in message and "\n" not in message, repr(message)
+
+
+UPDATED_COMMENT = "updated by the official client"
+
+
+def test_updates_parse_in_the_official_clients_models(run: Run) -> None:
+    steps = run.steps
+    created = _ok(steps["create_catalog"], "CatalogInfo")
+    updated = _ok(steps["update_catalog"], "CatalogInfo")
+    assert updated["comment"] == UPDATED_COMMENT
+    assert {k: updated[k] for k in ("id", "created_at", "created_by", "owner")} == {
+        k: created[k] for k in ("id", "created_at", "created_by", "owner")
+    }
+    assert updated["updated_at"] >= created["updated_at"] and updated["updated_by"] == ADMIN
+    _check_times_and_owner(updated, "id", run.window)
+    assert _ok(steps["get_updated_catalog"], "CatalogInfo") == updated
+    schema = _ok(steps["update_schema"], "SchemaInfo")
+    assert (schema["full_name"], schema["comment"]) == (f"{CATALOG}.ml", UPDATED_COMMENT)
+    assert schema["schema_id"] == _ok(steps["create_schema"], "SchemaInfo")["schema_id"]
+    volume = _ok(steps["update_volume"], "VolumeInfo")
+    assert (volume["full_name"], volume["comment"]) == (f"{CATALOG}.raw.images", UPDATED_COMMENT)
+
+
+def test_a_managed_table_is_made_through_a_staging_table_with_the_official_client(run: Run) -> None:
+    steps = run.steps
+    staged = _ok(steps["create_staging_table"], "StagingTableInfo")
+    assert (staged["name"], staged["catalog_name"], staged["schema_name"]) == ("m", TABLE_CATALOG, "s")
+    vended = _ok(steps["staging_table_credentials"], "TemporaryCredentials")
+    assert vended["url"] == staged["staging_location"] and "aws_temp_credentials" not in vended  # file://
+    table = _ok(steps["create_managed_table"], "TableInfo")
+    assert (table["table_type"], table["table_id"], table["storage_location"]) == (
+        "MANAGED",
+        staged["id"],
+        staged["staging_location"],
+    )
+    assert [(c["name"], c.get("type_name")) for c in table["columns"]] == [("id", "LONG")]  # the Delta log's
+    _check_times_and_owner(table, "table_id", run.window)
+    assert _ok(steps["get_managed_table"], "TableInfo") == table
+    assert _ok(steps["delete_managed_table"], "dict") == {}
+
+
+CREDENTIAL, LOCATION = "interop_cred", "interop_loc"  # the driver's names
+ROLE_ARN = "arn:aws:iam::123456789012:role/interop"
+
+
+def test_credentials_and_external_locations_parse_in_the_official_clients_models(run: Run) -> None:
+    steps = run.steps
+    credential = _ok(steps["create_credential"], "CredentialInfo")
+    assert {k: credential.get(k) for k in ("name", "full_name", "purpose", "comment", "aws_iam_role")} == {
+        "name": CREDENTIAL,
+        "full_name": CREDENTIAL,
+        "purpose": "STORAGE",
+        "comment": COMMENT,
+        "aws_iam_role": {"role_arn": ROLE_ARN},
+    }
+    _check_times_and_owner(credential, "id", run.window)
+    assert _ok(steps["get_credential"], "CredentialInfo") == credential
+    assert credential in _ok(steps["list_credentials"], "ListCredentialsResponse")["credentials"]
+    location = _ok(steps["create_external_location"], "ExternalLocationInfo")
+    assert (location["name"], location["credential_name"], location["credential_id"]) == (
+        LOCATION,
+        CREDENTIAL,
+        credential["id"],
+    )
+    assert location["url"].startswith("file:///") and location["url"].endswith("/interop_location")
+    _check_times_and_owner(location, "id", run.window)
+    assert _ok(steps["get_external_location"], "ExternalLocationInfo") == location
+    assert location in _ok(steps["list_external_locations"], "ListExternalLocationsResponse")["external_locations"]
+    assert steps["delete_external_location"]["ok"], steps["delete_external_location"]  # the client reads no body
+    assert _ok(steps["delete_credential"], "dict") == {}
+
+
+def test_temporary_credentials_parse_in_the_official_clients_models(run: Run) -> None:
+    steps = run.steps
+    volume = _ok(steps["volume_credentials"], "TemporaryCredentials")
+    assert volume["url"] == run.volume_url and set(volume) == {"url", "expiration_time"}  # file://: no keys
+    assert volume["expiration_time"] > run.window[1]
+    table = _ok(steps["table_credentials"], "TemporaryCredentials")
+    assert table["url"].startswith("file:///") and "aws_temp_credentials" not in table
+    path = _ok(steps["path_credentials"], "TemporaryCredentials")
+    assert path["url"].endswith("/interop_location/raw") and "aws_temp_credentials" not in path

@@ -221,7 +221,8 @@ def bad_location(server: Served, tmp_path_factory: pytest.TempPathFactory) -> Pa
 @pytest.mark.parametrize(
     ("change", "code", "message"),
     [
-        ({"table_type": "MANAGED"}, "INVALID_ARGUMENT", "table_type 'MANAGED' is not supported by this server"),
+        ({"table_type": "VIEW"}, "INVALID_ARGUMENT", "table_type 'VIEW' is not supported by this server"),
+        ({"table_type": "MANAGED"}, "INVALID_ARGUMENT", "table tbad.s.t: storage_location file://"),
         ({"data_source_format": "PARQUET"}, "INVALID_ARGUMENT", "data_source_format must be DELTA"),
         ({"storage_location": None}, "INVALID_ARGUMENT", "an EXTERNAL table needs a storage_location"),
         ({"columns": None}, "INVALID_ARGUMENT", "CreateTable needs the field 'columns'"),

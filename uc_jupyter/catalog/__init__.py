@@ -1,8 +1,9 @@
 """The catalog interface: every table and volume file is reached through one of these.
 
-``get_catalog()`` returns the configured catalog (today the embedded :class:`LocalCatalog` under
-``$UC_JUPYTER_HOME``; a REST client for a real Unity Catalog server implements the same
-:class:`Catalog` protocol). Every call is checked against the current principal's grants.
+``get_catalog()`` returns the configured catalog: the embedded :class:`LocalCatalog` under
+``$UC_JUPYTER_HOME``, or :class:`~uc_jupyter.catalog.rest.RestCatalog` for a Unity Catalog server
+(``UC_JUPYTER_CATALOG_URL`` + ``UC_JUPYTER_TOKEN``, or ``DATABRICKS_HOST`` + ``DATABRICKS_TOKEN``); both
+implement the :class:`Catalog` protocol. Every call is checked against the current principal's grants.
 
 Example:
     >>> from uc_jupyter.catalog import get_catalog
@@ -17,11 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from uc_jupyter.catalog.names import InvalidName, SecurableName, VolumePath
@@ -51,6 +52,7 @@ __all__ = [
     "ResolvedVolumePath",
     "SchemaInfo",
     "SecurableKind",
+    "StagingTableInfo",
     "TableInfo",
     "Unauthenticated",
     "VolumeInfo",
@@ -106,6 +108,12 @@ class CatalogInfo:
     owner: str
     created_at: datetime
     comment: str | None = None
+    # Stored by the catalog that made the object; None where a catalog does not keep them. Never compared:
+    # two descriptions of one object are equal whichever catalog gave them.
+    id: str | None = field(default=None, compare=False)
+    created_by: str | None = field(default=None, compare=False)
+    updated_at: datetime | None = field(default=None, compare=False)
+    updated_by: str | None = field(default=None, compare=False)
 
     @property
     def full_name(self) -> str:
@@ -119,6 +127,12 @@ class SchemaInfo:
     owner: str
     created_at: datetime
     comment: str | None = None
+    # Stored by the catalog that made the object; None where a catalog does not keep them. Never compared:
+    # two descriptions of one object are equal whichever catalog gave them.
+    id: str | None = field(default=None, compare=False)
+    created_by: str | None = field(default=None, compare=False)
+    updated_at: datetime | None = field(default=None, compare=False)
+    updated_by: str | None = field(default=None, compare=False)
 
     @property
     def full_name(self) -> str:
@@ -144,6 +158,31 @@ class TableInfo:
     created_at: datetime
     data_source_format: str = "DELTA"
     comment: str | None = None
+    # Stored by the catalog that made the object; None where a catalog does not keep them. Never compared:
+    # two descriptions of one object are equal whichever catalog gave them.
+    id: str | None = field(default=None, compare=False)
+    created_by: str | None = field(default=None, compare=False)
+    updated_at: datetime | None = field(default=None, compare=False)
+    updated_by: str | None = field(default=None, compare=False)
+
+    @property
+    def full_name(self) -> str:
+        return str(SecurableName((self.catalog_name, self.schema_name, self.name)))
+
+
+@dataclass(frozen=True)
+class StagingTableInfo:
+    """A staging table: where its creator writes a new managed table's Delta files before registering
+    it (:mod:`uc_jupyter.catalog.staging`); ``id`` becomes the table's id."""
+
+    catalog_name: str
+    schema_name: str
+    name: str
+    id: str
+    staging_location: str
+    owner: str
+    created_at: datetime
+    expires_at: datetime
 
     @property
     def full_name(self) -> str:
@@ -160,6 +199,12 @@ class VolumeInfo:
     storage_location: str
     created_at: datetime
     comment: str | None = None
+    # Stored by the catalog that made the object; None where a catalog does not keep them. Never compared:
+    # two descriptions of one object are equal whichever catalog gave them.
+    id: str | None = field(default=None, compare=False)
+    created_by: str | None = field(default=None, compare=False)
+    updated_at: datetime | None = field(default=None, compare=False)
+    updated_by: str | None = field(default=None, compare=False)
 
     @property
     def full_name(self) -> str:
@@ -181,6 +226,12 @@ class CredentialInfo:
     created_at: datetime
     option_names: tuple[str, ...] = ()
     comment: str | None = None
+    # Stored by the catalog that made the object; None where a catalog does not keep them. Never compared:
+    # two descriptions of one object are equal whichever catalog gave them.
+    id: str | None = field(default=None, compare=False)
+    created_by: str | None = field(default=None, compare=False)
+    updated_at: datetime | None = field(default=None, compare=False)
+    updated_by: str | None = field(default=None, compare=False)
 
     @property
     def full_name(self) -> str:
@@ -199,6 +250,12 @@ class ExternalLocationInfo:
     owner: str
     created_at: datetime
     comment: str | None = None
+    # Stored by the catalog that made the object; None where a catalog does not keep them. Never compared:
+    # two descriptions of one object are equal whichever catalog gave them.
+    id: str | None = field(default=None, compare=False)
+    created_by: str | None = field(default=None, compare=False)
+    updated_at: datetime | None = field(default=None, compare=False)
+    updated_by: str | None = field(default=None, compare=False)
 
     @property
     def full_name(self) -> str:
@@ -308,6 +365,11 @@ class Catalog(Protocol):
     def get_table(self, name: str) -> TableInfo: ...
     def get_volume(self, name: str) -> VolumeInfo: ...
 
+    # None leaves a field as it is; comment "" clears it. Renames are not offered (see catalog/updates.py).
+    def update_catalog(self, name: str, *, comment: str | None = None, owner: str | None = None) -> CatalogInfo: ...
+    def update_schema(self, name: str, *, comment: str | None = None, owner: str | None = None) -> SchemaInfo: ...
+    def update_volume(self, name: str, *, comment: str | None = None, owner: str | None = None) -> VolumeInfo: ...
+
     def grant(
         self, securable: str, privilege: str | Privilege, principal: str, *, kind: str | SecurableKind | None = None
     ) -> None: ...
@@ -363,22 +425,48 @@ def as_principal(principal: str) -> Iterator[str]:
         _principal_override.reset(token)
 
 
-_catalogs: dict[Path, Catalog] = {}
+_catalogs: dict[object, Catalog] = {}
 _catalogs_lock = threading.Lock()
 
 
-def get_catalog() -> Catalog:
-    """The configured catalog: the embedded one under ``$UC_JUPYTER_HOME`` (one object per home).
+def get_catalog(*, url: str | None = None, token: str | None = None) -> Catalog:
+    """The configured catalog, one object per configuration (``url``/``token`` replace
+    ``UC_JUPYTER_CATALOG_URL``/``UC_JUPYTER_TOKEN``, as the CLI's ``--url``/``--token`` do):
+
+    - ``UC_JUPYTER_CATALOG_URL`` (with ``UC_JUPYTER_TOKEN``): a :class:`~uc_jupyter.catalog.rest.RestCatalog`
+      for that Unity Catalog server (``uc-jupyter serve``, UC OSS);
+    - else ``DATABRICKS_HOST`` (with ``DATABRICKS_TOKEN``): one for that Databricks workspace;
+    - else the embedded catalog under ``$UC_JUPYTER_HOME``.
+
+    A server named without its token is a one-line :class:`CatalogError`: falling back to the embedded
+    catalog would quietly work on other data.
 
     Example:
         >>> get_catalog().list_catalogs()  # doctest: +SKIP
         [CatalogInfo(name='main', owner='me', ...)]
     """
-    from uc_jupyter.catalog.local import LocalCatalog
     from uc_jupyter.config import settings
 
-    home = settings().home
+    configured = settings()
+    if url is not None or token is not None:
+        configured = dataclasses.replace(
+            configured, catalog_url=url or configured.catalog_url, token=token or configured.token
+        )
+        if not configured.catalog_url:
+            raise CatalogError("a token was given without a catalog URL: give --url (or UC_JUPYTER_CATALOG_URL) too")
+    remote = configured.remote_catalog()
+    if remote is not None:
+        url, token, dialect = remote
+        with _catalogs_lock:
+            key = ("rest", url, token, dialect)
+            if key not in _catalogs:
+                from uc_jupyter.catalog.rest import RestCatalog
+
+                _catalogs[key] = RestCatalog(url, token, dialect=dialect)
+            return _catalogs[key]
+    from uc_jupyter.catalog.local import LocalCatalog
+
     with _catalogs_lock:
-        if home not in _catalogs:
-            _catalogs[home] = LocalCatalog(home)
-        return _catalogs[home]
+        if configured.home not in _catalogs:
+            _catalogs[configured.home] = LocalCatalog(configured.home)
+        return _catalogs[configured.home]

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from typing import Any
 
 from uc_jupyter.catalog import (
     CatalogInfo,
@@ -24,12 +26,14 @@ from uc_jupyter.catalog import (
 from uc_jupyter.catalog.names import SecurableName
 
 __all__ = [
+    "audit",
     "catalog_info",
     "columns_json",
     "credential_info",
     "key",
     "location_info",
     "name_of",
+    "new_id",
     "now",
     "schema_info",
     "table_info",
@@ -50,17 +54,37 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
+def new_id() -> str:
+    """A new object's id: a random UUID, as UC gives (names can be reused, ids never are)."""
+    return str(uuid.uuid4())
+
+
 def columns_json(columns: Sequence[ColumnInfo]) -> str:
     return json.dumps([[c.name, c.type_text, c.nullable] for c in columns])
 
 
+def audit(row: sqlite3.Row) -> dict[str, Any]:
+    """The stored id and audit fields of ``row`` (see :mod:`uc_jupyter.catalog.migrations`) as info
+    dataclass keywords; ``updated_*`` are the creation's until the first update, as in UC."""
+    updated = row["updated_at"] or row["created_at"]
+    return {
+        "id": row["id"],
+        "created_by": row["created_by"],
+        "updated_at": datetime.fromisoformat(updated),
+        "updated_by": row["updated_by"] or row["created_by"],
+    }
+
+
 def catalog_info(row: sqlite3.Row) -> CatalogInfo:
-    return CatalogInfo(row["key"], row["owner"], datetime.fromisoformat(row["created_at"]), row["comment"])
+    return CatalogInfo(
+        row["key"], row["owner"], datetime.fromisoformat(row["created_at"]), row["comment"], **audit(row)
+    )
 
 
 def schema_info(row: sqlite3.Row) -> SchemaInfo:
     catalog, schema = row["key"].split(".")
-    return SchemaInfo(catalog, schema, row["owner"], datetime.fromisoformat(row["created_at"]), row["comment"])
+    created = datetime.fromisoformat(row["created_at"])
+    return SchemaInfo(catalog, schema, row["owner"], created, row["comment"], **audit(row))
 
 
 def table_info(row: sqlite3.Row) -> TableInfo:
@@ -76,6 +100,7 @@ def table_info(row: sqlite3.Row) -> TableInfo:
         columns=columns,
         created_at=datetime.fromisoformat(row["created_at"]),
         comment=row["comment"],
+        **audit(row),
     )
 
 
@@ -90,6 +115,7 @@ def volume_info(row: sqlite3.Row) -> VolumeInfo:
         storage_location=row["storage_location"],
         created_at=datetime.fromisoformat(row["created_at"]),
         comment=row["comment"],
+        **audit(row),
     )
 
 
@@ -100,6 +126,7 @@ def credential_info(row: sqlite3.Row) -> CredentialInfo:
         created_at=datetime.fromisoformat(row["created_at"]),
         option_names=tuple(json.loads(row["option_names"])),
         comment=row["comment"],
+        **audit(row),
     )
 
 
@@ -111,4 +138,5 @@ def location_info(row: sqlite3.Row) -> ExternalLocationInfo:
         owner=row["owner"],
         created_at=datetime.fromisoformat(row["created_at"]),
         comment=row["comment"],
+        **audit(row),
     )

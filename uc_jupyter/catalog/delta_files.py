@@ -51,7 +51,7 @@ def write_delta(name: SecurableName, location: str, table: pa.Table, mode: Write
             table,
             mode=mode,
             schema_mode="overwrite" if mode == "overwrite" else None,
-            storage_options=options or None,
+            storage_options=st.deltalake_options(options) or None,
         )
     except SchemaMismatchError as exc:
         raise ValueError(f"table {name}: the data's columns do not match the table's: {first_line(exc)}") from exc
@@ -64,7 +64,9 @@ def delta_exists(name: SecurableName | str, location: str, options: dict[str, An
     from deltalake import DeltaTable
 
     try:
-        return bool(DeltaTable.is_deltatable(st.delta_uri(location), storage_options=options or None))
+        return bool(
+            DeltaTable.is_deltatable(st.delta_uri(location), storage_options=st.deltalake_options(options) or None)
+        )
     except Exception as exc:
         raise CatalogError(f"table {name}: cannot look for Delta files at {location}: {first_line(exc)}") from exc
 
@@ -75,7 +77,7 @@ def delta_columns(name: SecurableName, location: str, options: dict[str, Any]) -
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        schema = DeltaTable(st.delta_uri(location), storage_options=options or None).schema()
+        schema = DeltaTable(st.delta_uri(location), storage_options=st.deltalake_options(options) or None).schema()
     except TableNotFoundError as exc:
         raise NotFound(f"table {name}: no Delta table at {location}") from exc
     except Exception as exc:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -43,7 +44,7 @@ from uc_jupyter.catalog import (
     current_principal,
 )
 from uc_jupyter.catalog import storage as st
-from uc_jupyter.catalog._rows import credential_info, location_info, now
+from uc_jupyter.catalog._rows import credential_info, location_info, new_id, now
 from uc_jupyter.catalog.locations import local_path_of, location_contains, locations_overlap
 from uc_jupyter.catalog.metastore import Metastore
 from uc_jupyter.catalog.names import parse_name
@@ -54,7 +55,15 @@ from uc_jupyter.catalog.secrets import check_options
 if TYPE_CHECKING:
     from uc_jupyter.catalog import CredentialInfo
 
-__all__ = ["METASTORE", "ExternalStorage", "NoExternalLocation", "NotEmpty", "ReservedStorage", "flat_name"]
+__all__ = [
+    "METASTORE",
+    "ExternalStorage",
+    "ExternalTableStorage",
+    "NoExternalLocation",
+    "NotEmpty",
+    "ReservedStorage",
+    "flat_name",
+]
 
 METASTORE = "metastore"  # the name grants on the metastore are recorded under
 _PACKAGE_DIR = str(Path(uc_jupyter.__file__).resolve().parent)
@@ -109,6 +118,17 @@ class NoExternalLocation(PermissionDenied):
         return str(self.args[0])
 
 
+@dataclass(frozen=True)
+class ExternalTableStorage:
+    """Where a new external table may go (:meth:`ExternalStorage.external_table_storage`): the resolved
+    ``url``, the external location holding it, and the fsspec options of that location's credential (no
+    :data:`~uc_jupyter.catalog.storage.VENDOR_OPTIONS`: see :meth:`~ExternalStorage.storage_credential_options`)."""
+
+    url: str
+    location: ExternalLocationInfo
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
 class ReservedStorage(CatalogError, ValueError):
     """A storage location that overlaps the catalog's own files (home, cache) or uc_jupyter's code."""
 
@@ -146,8 +166,17 @@ class ExternalStorage(Metastore):
             # The secret first: a failure after it leaves an unused secret, never a credential without one.
             self._secrets.put("credential", stored, options)
             conn.execute(
-                "INSERT INTO storage_credentials VALUES (?, ?, ?, ?, ?)",
-                (stored, current_principal(), json.dumps(sorted(options)), comment, now()),
+                "INSERT INTO storage_credentials (name, owner, option_names, comment, created_at, id, created_by)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    stored,
+                    current_principal(),
+                    json.dumps(sorted(options)),
+                    comment,
+                    now(),
+                    new_id(),
+                    current_principal(),
+                ),
             )
         return self.get_storage_credential(stored)
 
@@ -157,6 +186,26 @@ class ExternalStorage(Metastore):
         with self._transaction() as conn:
             row = self._visible_flat_row(conn, SecurableKind.STORAGE_CREDENTIAL, stored)
         return credential_info(row)
+
+    def storage_credential_options(self, name: str) -> dict[str, Any]:
+        """The options stored with credential ``name``, raw: keys, endpoint and the vendor's own
+        (:data:`uc_jupyter.catalog.storage.VENDOR_OPTIONS`), for ``uc-jupyter serve``'s vendor: the one
+        call that returns a credential's options, to metastore admins only (not even its owner: owners
+        change, keys stay). The vendor asks as an admin after checking the caller's privilege on the
+        object it vends for; what it returns must never reach a client. NotFound for a credential the
+        caller cannot see, PermissionDenied (METASTORE ADMIN) for one it sees.
+
+        Example:
+            >>> with cat.as_principal("admin"):                        # doctest: +SKIP
+            ...     cat.storage_credential_options("lake")["vending"]
+            'static'
+        """
+        stored = flat_name(SecurableKind.STORAGE_CREDENTIAL, name)
+        with self._transaction() as conn:
+            self._visible_flat_row(conn, SecurableKind.STORAGE_CREDENTIAL, stored)
+            self._require_admin(conn)
+            # Read inside the transaction: a drop commits its row before its secret goes.
+            return self._secrets.get("credential", stored)
 
     def list_storage_credentials(self) -> list[CredentialInfo]:
         """The credentials the current principal may see (admins: all)."""
@@ -179,7 +228,11 @@ class ExternalStorage(Metastore):
             conn.execute(
                 "DELETE FROM flat_grants WHERE kind = ? AND name = ?", (SecurableKind.STORAGE_CREDENTIAL, stored)
             )
-        self._secrets.delete("credential", stored)
+        # After the commit (a failed drop keeps its secret), and under the metastore's write lock, which
+        # a create holds while it writes its secret: one made since this commit keeps the one it wrote.
+        with self._transaction(write=True) as conn:
+            if self._flat_row(conn, SecurableKind.STORAGE_CREDENTIAL, stored) is None:
+                self._secrets.delete("credential", stored)
 
     # ----------------------------------------------------------------- external locations
     def create_external_location(
@@ -212,8 +265,9 @@ class ExternalStorage(Metastore):
                     )
             self._ensure_not_reserved(resolved)
             conn.execute(
-                "INSERT INTO external_locations VALUES (?, ?, ?, ?, ?, ?)",
-                (stored, resolved, credential_name, current_principal(), comment, now()),
+                "INSERT INTO external_locations (name, url, credential, owner, comment, created_at, id, created_by)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (stored, resolved, credential_name, current_principal(), comment, now(), new_id(), current_principal()),
             )
         return self.get_external_location(stored)
 
@@ -270,9 +324,29 @@ class ExternalStorage(Metastore):
                         f"{privilege} (path access; it is {row['kind']} {row['key']}, use its own privileges)",
                         resolved,
                     )
-        options = self._location_options(location)
+        options = st.fsspec_options(self._location_options(location))
         fs, path = st.filesystem(resolved, options)
         return ResolvedStoragePath(resolved, location_info(location), fs, path, options)
+
+    def external_table_storage(self, url: str) -> ExternalTableStorage:
+        """May the current principal create an external table at ``url``, and with which options?
+        The checks ``create_table`` makes at registration, made before any file is written: CREATE
+        EXTERNAL TABLE on the external location holding ``url`` (:class:`NoExternalLocation` when
+        none does), storage that overlaps no table or volume (AlreadyExists) and none of the
+        catalog's own files (:class:`ReservedStorage`). Returns where, the location, and its
+        credential's options, for a server vending credentials to a client about to write there.
+
+        Example:
+            >>> s = cat.external_table_storage("s3://lake/raw/new_table")  # doctest: +SKIP
+            >>> s.url, s.location.name, sorted(s.storage_options)           # doctest: +SKIP
+            ('s3://lake/raw/new_table', 'raw', ['key', 'secret'])
+        """
+        resolved = st.resolve_location(url)
+        with self._transaction() as conn:
+            location = self._location_for(conn, resolved, Privilege.CREATE_EXTERNAL_TABLE)
+            self._ensure_storage_free(conn, resolved)
+            options = self._location_options(location)
+        return ExternalTableStorage(resolved, location_info(location), st.fsspec_options(options))
 
     # ----------------------------------------------------------------- used by the catalog
     def _location_for(self, conn: sqlite3.Connection, resolved: str, privilege: Privilege) -> sqlite3.Row:
@@ -298,7 +372,7 @@ class ExternalStorage(Metastore):
                 if _stored_contains(location["url"], row["storage_location"]):
                     options.update(self._location_options(location))
                     break
-        options.update(self._secrets.get("securable", row["key"]))
+        options.update(self._secrets.get("object", row["id"]))
         return options
 
     def _ensure_storage_free(self, conn: sqlite3.Connection, resolved: str) -> None:

@@ -1,5 +1,6 @@
 """Granting, revoking and showing privileges, on the catalog tree and on the flat securables
-(the metastore, storage credentials, external locations).
+(the metastore, storage credentials, external locations); several changes at once in one transaction
+(:meth:`Grants.change_grants`, what ``PATCH /permissions`` uses).
 
 Example:
     >>> cat.grant("main.ml", "USE SCHEMA", "alice")                            # doctest: +SKIP
@@ -8,6 +9,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from uc_jupyter.catalog import (
@@ -31,7 +34,16 @@ from uc_jupyter.catalog.privileges import (
 if TYPE_CHECKING:
     pass
 
-__all__ = ["Grants"]
+__all__ = ["GrantChange", "Grants"]
+
+
+@dataclass(frozen=True)
+class GrantChange:
+    """One principal's privileges to add and to remove, as names or :class:`Privilege` values."""
+
+    principal: str
+    add: Sequence[str | Privilege] = ()
+    remove: Sequence[str | Privilege] = ()
 
 
 class Grants(ExternalStorage):
@@ -51,56 +63,73 @@ class Grants(ExternalStorage):
             >>> cat.grant("raw", "CREATE EXTERNAL VOLUME", "alice", kind="location")    # doctest: +SKIP
             >>> cat.grant("metastore", "CREATE CATALOG", "alice", kind="metastore")     # doctest: +SKIP
         """
-        self._change_grant(securable, privilege, principal, kind, add=True)
+        self.change_grants(securable, [GrantChange(principal, add=(privilege,))], kind=kind)
 
     def revoke(
         self, securable: str, privilege: str | Privilege, principal: str, *, kind: str | SecurableKind | None = None
     ) -> None:
         """Revoke a privilege granted directly on ``securable`` (revoking an absent one is a no-op)."""
-        self._change_grant(securable, privilege, principal, kind, add=False)
+        self.change_grants(securable, [GrantChange(principal, remove=(privilege,))], kind=kind)
 
-    def _change_grant(
-        self,
-        securable: str,
-        privilege: str | Privilege,
-        principal: str,
-        kind: str | SecurableKind | None,
-        *,
-        add: bool,
+    def change_grants(
+        self, securable: str, changes: Sequence[GrantChange], *, kind: str | SecurableKind | None = None
     ) -> None:
-        wanted = Privilege.parse(privilege)
-        validate_principal(principal)
+        """Apply several grants and revokes on one securable in one transaction: every change is checked
+        (each privilege applies to the securable, the caller may grant on it, each principal that gets a
+        privilege exists) before any is written, and a concurrent reader sees all of them or none.
+        Within one change the removals go first, so a privilege both removed and added ends granted.
+
+        Example:
+            >>> cat.change_grants("main", [GrantChange("alice", add=["USE CATALOG"]),         # doctest: +SKIP
+            ...                            GrantChange("bob", remove=["USE CATALOG"])])
+        """
+        parsed_changes = [
+            (
+                validate_principal(change.principal),
+                [Privilege.parse(p) for p in change.add],
+                [Privilege.parse(p) for p in change.remove],
+            )
+            for change in changes
+        ]
         flat = None if kind is None else SecurableKind.parse_flat(kind)
         where: tuple[str, ...]
         with self._transaction(write=True) as conn:
             if flat is None:
                 parsed = parse_name(securable)
                 row = self._existing_row(conn, parsed)
-                check_grantable(SecurableKind(row["kind"]), parsed, wanted)
+                for _, add, remove in parsed_changes:
+                    for privilege in (*add, *remove):
+                        check_grantable(SecurableKind(row["kind"]), parsed, privilege)
                 self._require_owner(conn, parsed)
                 table, where = "grants", (key(parsed),)
             else:
                 name = flat_name(flat, securable)
-                check_grantable(flat, name, wanted)
+                for _, add, remove in parsed_changes:
+                    for privilege in (*add, *remove):
+                        check_grantable(flat, name, privilege)
                 if flat is SecurableKind.METASTORE:
                     self._require_admin(conn)
                 else:
                     self._require_flat_owner(conn, flat, self._visible_flat_row(conn, flat, name))
                 table, where = "flat_grants", (flat.value, name)
-            if add:
-                if not conn.execute("SELECT 1 FROM principals WHERE name = ?", (principal,)).fetchone():
+            for principal, add, _ in parsed_changes:
+                if add and not conn.execute("SELECT 1 FROM principals WHERE name = ?", (principal,)).fetchone():
                     raise NotFound(
                         f"principal {principal} does not exist; create it first "
                         f"(uc-jupyter catalog create principal {principal})"
                     )
-                marks = ", ".join("?" * (len(where) + 2))
-                conn.execute(f"INSERT OR IGNORE INTO {table} VALUES ({marks})", (*where, wanted.value, principal))
-            else:
-                columns = "securable = ?" if flat is None else "kind = ? AND name = ?"
-                conn.execute(
-                    f"DELETE FROM {table} WHERE {columns} AND privilege = ? AND principal = ?",
-                    (*where, wanted.value, principal),
-                )
+            columns = "securable = ?" if flat is None else "kind = ? AND name = ?"
+            marks = ", ".join("?" * (len(where) + 2))
+            for principal, add, remove in parsed_changes:
+                for privilege in remove:
+                    conn.execute(
+                        f"DELETE FROM {table} WHERE {columns} AND privilege = ? AND principal = ?",
+                        (*where, privilege.value, principal),
+                    )
+                for privilege in add:
+                    conn.execute(
+                        f"INSERT OR IGNORE INTO {table} VALUES ({marks})", (*where, privilege.value, principal)
+                    )
 
     def show_grants(self, securable: str, *, kind: str | SecurableKind | None = None) -> list[GrantInfo]:
         """The privileges granted directly on ``securable``, sorted by principal then privilege.

@@ -19,7 +19,10 @@ is found and removed (:meth:`LocalCatalog.sweep`). Nothing is left half-created.
 The class is put together from parts, one concept each: :mod:`~uc_jupyter.catalog.metastore` (rows and
 checks), :mod:`~uc_jupyter.catalog.external` (credentials, locations, what may be storage),
 :mod:`~uc_jupyter.catalog.pending` (pending managed storage, the sweep),
-:mod:`~uc_jupyter.catalog.table_writes` (create, append, overwrite) and :mod:`~uc_jupyter.catalog.grants`;
+:mod:`~uc_jupyter.catalog.table_writes` (create, append, overwrite), :mod:`~uc_jupyter.catalog.staging`
+(managed tables created through the API), :mod:`~uc_jupyter.catalog.updates` (comment and owner changes,
+lookups by id), :mod:`~uc_jupyter.catalog.listing` (listings a page at a time),
+:mod:`~uc_jupyter.catalog.migrations` (ids and audit columns for older homes) and :mod:`~uc_jupyter.catalog.grants`;
 this module has the rest: opening, principals, catalogs, schemas, volumes, drops, reads and resolving.
 
 Example:
@@ -37,7 +40,8 @@ import json
 import logging
 import os
 import sqlite3
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -60,6 +64,7 @@ from uc_jupyter.catalog import storage as st
 from uc_jupyter.catalog._rows import (
     catalog_info,
     key,
+    new_id,
     now,
     schema_info,
     table_info,
@@ -68,8 +73,11 @@ from uc_jupyter.catalog._rows import (
 from uc_jupyter.catalog.entry_locks import EntryLocks
 from uc_jupyter.catalog.external import METASTORE, STORAGE_SCHEMA_SQL, NotEmpty
 from uc_jupyter.catalog.grants import Grants
-from uc_jupyter.catalog.metastore import KIND_BY_LEVEL, LEVEL_OF
-from uc_jupyter.catalog.names import SecurableName, parse_name, parse_volume_path
+from uc_jupyter.catalog.listing import Listing
+from uc_jupyter.catalog.metastore import LEVEL_OF
+from uc_jupyter.catalog.migrations import migrate
+from uc_jupyter.catalog.names import SecurableName, VolumePath, parse_name, parse_volume_path
+from uc_jupyter.catalog.pending import PENDING_SECRETS_SQL
 from uc_jupyter.catalog.privileges import (
     Action,
     Privilege,
@@ -78,7 +86,8 @@ from uc_jupyter.catalog.privileges import (
 )
 from uc_jupyter.catalog.reserved import reserve
 from uc_jupyter.catalog.secrets import SecretStore, check_options
-from uc_jupyter.catalog.table_writes import TableWrites
+from uc_jupyter.catalog.staging import Staging
+from uc_jupyter.catalog.updates import Updates
 from uc_jupyter.sqlite_store import SqliteStore
 
 if TYPE_CHECKING:
@@ -137,18 +146,28 @@ class EscapesVolume(CatalogError, PermissionError):
     """A volume path that leads outside its volume (e.g. through a symlink) was refused."""
 
 
-class LocalCatalog(TableWrites, Grants):
+class LocalCatalog(Staging, Updates, Listing, Grants):
     """The embedded catalog under ``root``; implements :class:`uc_jupyter.catalog.Catalog`.
 
     ``lock_timeout``: how long a change waits for another process's change of the same entry.
+    ``staging_ttl``: how long a staging table (:mod:`~uc_jupyter.catalog.staging`) waits for its
+    registration before the sweep removes it; ``clock``: epoch seconds (tests pass their own).
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, lock_timeout: float = 600.0) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        lock_timeout: float = 600.0,
+        staging_ttl: float = 86400.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._clock, self._staging_ttl = clock, staging_ttl
         self.root = Path(root).expanduser().resolve()
         _private_folder(self.root)
         self._store = SqliteStore(
             self.root / "metastore.db",
-            schema=[s for s in (_SCHEMA_SQL + STORAGE_SCHEMA_SQL).split(";") if s.strip()],
+            schema=[s for s in (_SCHEMA_SQL + STORAGE_SCHEMA_SQL + PENDING_SECRETS_SQL).split(";") if s.strip()],
             busy_timeout=_BUSY_TIMEOUT_S,
             foreign_keys=True,
             remedy=_METASTORE_REMEDY,
@@ -159,16 +178,23 @@ class LocalCatalog(TableWrites, Grants):
         reserve(self.root, self.root, "home")
         _private_folder(self.root / "storage")
         with self._transaction(write=True) as conn:
+            migrate(conn)
             # Whoever creates the metastore administers it (like a Unity Catalog metastore admin).
             if not conn.execute("SELECT 1 FROM principals WHERE admin = 1").fetchone():
                 conn.execute(
                     "INSERT INTO principals VALUES (?, 'user', ?, 1) ON CONFLICT(name) DO UPDATE SET admin = 1",
                     (current_principal(), now()),
                 )
-            # Older metastores kept objects' storage options in their rows: move them to the secrets.
-            for row in conn.execute("SELECT key, storage_options FROM securables WHERE storage_options IS NOT NULL"):
-                self._secrets.put("securable", row["key"], json.loads(row["storage_options"]))
+            # Older metastores kept objects' storage options in their rows, then in secrets keyed by
+            # name: move them to secrets keyed by the objects' ids (migrate gave every row one).
+            for row in conn.execute("SELECT id, storage_options FROM securables WHERE storage_options IS NOT NULL"):
+                self._secrets.put("object", row["id"], json.loads(row["storage_options"]))
             conn.execute("UPDATE securables SET storage_options = NULL WHERE storage_options IS NOT NULL")
+            legacy = self._secrets.legacy_keys()
+            if legacy:
+                marks = ", ".join("?" * len(legacy))
+                ids = conn.execute(f"SELECT key, id FROM securables WHERE key IN ({marks})", legacy).fetchall()
+                self._secrets.adopt_legacy({r["key"]: r["id"] for r in ids})
         self.sweep()
 
     def __repr__(self) -> str:
@@ -280,11 +306,12 @@ class LocalCatalog(TableWrites, Grants):
             with self._transaction() as conn:
                 checks(conn)
             location = external if external is not None else self._new_managed_location("volumes")
-            with self._cleanup_on_error(None if external else location, parsed):
+            object_id = new_id()  # its secret's key: a secret a dead drop left under this name is not this one's
+            with self._cleanup_on_error(None if external else location, secret_id=object_id):
                 if st.is_local(location):  # object stores need no folder (and may not be reachable yet)
                     os.makedirs(st.local_path(location), exist_ok=True)
                 if options:
-                    self._secrets.put("securable", key(parsed), options)
+                    self._put_secret(object_id, options)
                 with self._transaction(write=True) as conn:
                     checks(conn)
                     self._insert(
@@ -294,6 +321,7 @@ class LocalCatalog(TableWrites, Grants):
                         storage_location=location,
                         managed=external is None,
                         comment=comment,
+                        given_id=object_id,
                     )
         return self.get_volume(str(parsed))
 
@@ -336,12 +364,14 @@ class LocalCatalog(TableWrites, Grants):
                 doomed = [*now_inside, row]
                 for gone in doomed:
                     conn.execute("DELETE FROM securables WHERE key = ?", (gone["key"],))
+                    self._record_secret(conn, gone["id"])
                     if gone["managed"] and gone["storage_location"]:
                         self._record_pending(conn, gone["storage_location"])
-        # The rows are gone (committed); now the managed files, still recorded as pending, so that a
-        # process dying here leaves them to the next sweep instead of orphaned.
+        # The rows are gone (committed); now their secrets and managed files, still recorded as
+        # pending, so that a process dying here leaves them to the next sweep instead of orphaned. A
+        # secret left meanwhile is keyed by an id no object will have again: never inherited.
+        self._forget_secrets([gone["id"] for gone in doomed])
         for gone in doomed:
-            self._secrets.delete("securable", gone["key"])
             if gone["managed"] and gone["storage_location"]:
                 self._remove_pending(gone["storage_location"])
 
@@ -390,32 +420,19 @@ class LocalCatalog(TableWrites, Grants):
 
     def list_catalogs(self) -> list[CatalogInfo]:
         """Catalogs the current principal owns or holds a privilege in."""
-        with self._transaction() as conn:
-            rows = conn.execute("SELECT * FROM securables WHERE kind = 'catalog' ORDER BY key").fetchall()
-            seen = self._visible_children(conn, None, rows)
-        return [catalog_info(r) for r in rows if r["key"] in seen]
+        return cast("list[CatalogInfo]", self._listed(SecurableKind.CATALOG, None)[0])
 
     def list_schemas(self, catalog: str) -> list[SchemaInfo]:
         """Schemas of ``catalog`` the current principal may see; needs USE CATALOG."""
-        return [schema_info(r) for r in self._list_children(parse_name(catalog, levels=(1,)), "schema")]
+        return cast("list[SchemaInfo]", self._listed(SecurableKind.SCHEMA, catalog)[0])
 
     def list_tables(self, schema: str) -> list[TableInfo]:
         """Tables of ``catalog.schema`` the current principal may see; needs USE CATALOG and USE SCHEMA."""
-        return [table_info(r) for r in self._list_children(parse_name(schema, levels=(2,)), "table")]
+        return cast("list[TableInfo]", self._listed(SecurableKind.TABLE, schema)[0])
 
     def list_volumes(self, schema: str) -> list[VolumeInfo]:
         """Volumes of ``catalog.schema`` the current principal may see."""
-        return [volume_info(r) for r in self._list_children(parse_name(schema, levels=(2,)), "volume")]
-
-    def _list_children(self, parent: SecurableName, kind: str) -> list[sqlite3.Row]:
-        with self._transaction() as conn:
-            self._row_of_kind(conn, parent, KIND_BY_LEVEL[len(parent.parts)])
-            self._require(conn, Action.USE_SCHEMA if len(parent.parts) == 2 else Action.USE_CATALOG, parent)
-            rows = conn.execute(
-                "SELECT * FROM securables WHERE parent = ? AND kind = ? ORDER BY key", (key(parent), kind)
-            ).fetchall()
-            seen = self._visible_children(conn, parent, rows)
-        return [r for r in rows if r["key"] in seen]
+        return cast("list[VolumeInfo]", self._listed(SecurableKind.VOLUME, schema)[0])
 
     # ----------------------------------------------------------------- data access
     def resolve_volume_path(self, path: str, *, write: bool = False) -> ResolvedVolumePath:
@@ -430,28 +447,41 @@ class LocalCatalog(TableWrites, Grants):
             row = self._row_of_kind(conn, volume_path.volume, SecurableKind.VOLUME)
             self._require(conn, Action.WRITE_VOLUME if write else Action.READ_VOLUME, volume_path.volume)
             options = self._storage_options_of(conn, row)
-        info = volume_info(row)
-        fs, root = st.filesystem(info.storage_location, options)
-        target = f"{root.rstrip('/')}/{volume_path.relative}" if volume_path.relative else root
-        if st.is_local(info.storage_location) and not st.realpath_within(root, target):
-            raise EscapesVolume(f"{volume_path} leads outside volume {info.full_name} (through a symlink); refused")
-        return ResolvedVolumePath(
-            volume_path=str(volume_path),
-            volume=info,
-            fs=fs,
-            path=target,
-            url=st.join_location(info.storage_location, volume_path.relative),
-            storage_options=options,
-        )
+        return open_volume_path(volume_path, volume_info(row), options)
 
     def resolve_table(self, name: str, *, write: bool = False) -> ResolvedTable:
-        """Check SELECT (or MODIFY) on a table and return where its Delta files live."""
+        """Check SELECT (or MODIFY) on a table and return where its Delta files live, with the
+        storage options that open them in deltalake's form (``AWS_ACCESS_KEY_ID``, ...), as
+        :class:`~uc_jupyter.catalog.rest.RestCatalog` gives them.
+
+        Example:
+            >>> r = cat.resolve_table("main.ml.iris")                              # doctest: +SKIP
+            >>> DeltaTable(r.storage_location, storage_options=r.storage_options)  # doctest: +SKIP
+        """
         parsed = parse_name(name, levels=(3,))
         with self._transaction() as conn:
             row = self._row_of_kind(conn, parsed, SecurableKind.TABLE)
             self._require(conn, Action.WRITE_TABLE if write else Action.READ_TABLE, parsed)
             options = self._storage_options_of(conn, row)
-        return ResolvedTable(table_info(row), row["storage_location"], options)
+        return ResolvedTable(table_info(row), row["storage_location"], st.deltalake_options(options))
+
+
+def open_volume_path(volume_path: VolumePath, info: VolumeInfo, options: dict[str, Any]) -> ResolvedVolumePath:
+    """Where ``volume_path`` lies in volume ``info``, opened with ``options``, once the caller's check
+    has passed: both catalogs end their ``resolve_volume_path`` here. A local path that a symlink
+    leads out of the volume is refused (:class:`EscapesVolume`)."""
+    fs, root = st.filesystem(info.storage_location, options)
+    target = f"{root.rstrip('/')}/{volume_path.relative}" if volume_path.relative else root
+    if st.is_local(info.storage_location) and not st.realpath_within(root, target):
+        raise EscapesVolume(f"{volume_path} leads outside volume {info.full_name} (through a symlink); refused")
+    return ResolvedVolumePath(
+        volume_path=str(volume_path),
+        volume=info,
+        fs=fs,
+        path=target,
+        url=st.join_location(info.storage_location, volume_path.relative),
+        storage_options=st.fsspec_options(options),
+    )
 
 
 def _private_folder(path: Path) -> None:

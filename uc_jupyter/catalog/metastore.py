@@ -35,6 +35,7 @@ from uc_jupyter.catalog._rows import (
     columns_json,
     key,
     name_of,
+    new_id,
     now,
 )
 from uc_jupyter.catalog.entry_locks import EntryLocks
@@ -137,14 +138,19 @@ class Metastore:
         managed: bool = False,
         columns: Sequence[ColumnInfo] | None = None,
         comment: str | None = None,
-    ) -> None:
+        given_id: str | None = None,
+    ) -> str:
+        """Insert the row of ``name`` owned by the current principal; returns its id (``given_id``,
+        e.g. a staging table's, or a new uuid4)."""
         if name.parent is not None:
             self._existing_row(conn, name.parent)
         self._ensure_absent(conn, name)
         owner = current_principal()
+        object_id = given_id or new_id()
         conn.execute("INSERT OR IGNORE INTO principals VALUES (?, 'user', ?, 0)", (owner, now()))
         conn.execute(
-            "INSERT INTO securables VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
+            "INSERT INTO securables (key, kind, parent, owner, storage_location, managed, storage_options, columns,"
+            " comment, created_at, id, created_by) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)",
             (
                 key(name),
                 kind.value,
@@ -155,10 +161,14 @@ class Metastore:
                 None if columns is None else columns_json(columns),
                 comment,
                 now(),
+                object_id,
+                owner,
             ),
         )
         if managed and storage_location:  # the row owns it now: no longer pending
             conn.execute("DELETE FROM pending_storage WHERE location = ?", (storage_location,))
+        conn.execute("DELETE FROM pending_secrets WHERE id = ?", (object_id,))  # nor its secret, if any
+        return object_id
 
     def _facts(self, conn: sqlite3.Connection, name: SecurableName, principal: str) -> AccessFacts:
         keys = [key(level) for level in name.lineage()]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "MAX_PART_LENGTH",
+    "SHOWN_CHARACTERS",
     "InvalidName",
     "SecurableName",
     "VolumePath",
@@ -133,16 +134,16 @@ def parse_name(text: str, *, levels: tuple[int, ...] = (1, 2, 3)) -> SecurableNa
     if not set(levels) <= {1, 2, 3}:
         raise ValueError(f"levels must be among 1, 2 and 3, got {levels!r}")
     if not isinstance(text, str):
-        raise InvalidName(f"invalid name {text!r}: expected a string like 'catalog.schema.table'")
+        raise InvalidName(f"invalid name {_shown(text)}: expected a string like 'catalog.schema.table'")
     if text.startswith("/"):
         raise InvalidName(
-            f"invalid name {text!r}: that is a path; tables and schemas are named like 'catalog.schema.table'"
+            f"invalid name {_shown(text)}: that is a path; tables and schemas are named like 'catalog.schema.table'"
         )
     parts = _split_parts(text)
     for index, part in enumerate(parts):
         _check_part(text, index, part)
     if len(parts) not in levels:
-        raise InvalidName(f"invalid name {text!r}: expected {_describe_levels(levels)}, got {len(parts)} part(s)")
+        raise InvalidName(f"invalid name {_shown(text)}: expected {_describe_levels(levels)}, got {len(parts)} part(s)")
     return SecurableName(tuple(p.lower() for p in parts))
 
 
@@ -154,19 +155,21 @@ def parse_volume_path(text: str) -> VolumePath:
             or NUL-containing segment (which also refuses an absolute relative part like ``//etc``).
     """
     if not isinstance(text, str):
-        raise InvalidName(f"invalid volume path {text!r}: expected a string like '/Volumes/c/s/v/dir'")
+        raise InvalidName(f"invalid volume path {_shown(text)}: expected a string like '/Volumes/c/s/v/dir'")
     if not text.startswith(VOLUMES_ROOT + "/"):
-        dotted = "/" not in text and text.count(".") == 2
+        dotted = "/" not in text and text.count(".") == 2 and len(text) <= SHOWN_CHARACTERS
         hint = f" (the volume {text} is at /Volumes/{text.replace('.', '/')})" if dotted else ""
-        raise InvalidName(f"invalid volume path {text!r}: must start with '/Volumes/<catalog>/<schema>/<volume>'{hint}")
+        raise InvalidName(
+            f"invalid volume path {_shown(text)}: must start with '/Volumes/<catalog>/<schema>/<volume>'{hint}"
+        )
     if "\x00" in text:
-        raise InvalidName(f"invalid volume path {text!r}: contains a NUL character")
+        raise InvalidName(f"invalid volume path {_shown(text)}: contains a NUL character")
     segments = text[len(VOLUMES_ROOT) + 1 :].split("/")
     if segments and segments[-1] == "":
         segments.pop()  # one trailing slash names the same folder
     if len(segments) < 3:
         raise InvalidName(
-            f"invalid volume path {text!r}: expected '/Volumes/<catalog>/<schema>/<volume>', "
+            f"invalid volume path {_shown(text)}: expected '/Volumes/<catalog>/<schema>/<volume>', "
             f"got {len(segments)} name part(s)"
         )
     for index, segment in enumerate(segments[:3]):
@@ -174,14 +177,15 @@ def parse_volume_path(text: str) -> VolumePath:
     relative: list[str] = []
     for segment in segments[3:]:
         if segment == "":
-            raise InvalidName(f"invalid volume path {text!r}: empty segment (double slash) in the relative path")
+            raise InvalidName(f"invalid volume path {_shown(text)}: empty segment (double slash) in the relative path")
         if segment == "..":
-            raise InvalidName(f"invalid volume path {text!r}: '..' may not climb out of the volume")
+            raise InvalidName(f"invalid volume path {_shown(text)}: '..' may not climb out of the volume")
         if segment == ".":
             continue
         if len(segment) > MAX_PART_LENGTH:
             raise InvalidName(
-                f"invalid volume path {text!r}: segment {segment[:20]!r}... is longer than {MAX_PART_LENGTH} characters"
+                f"invalid volume path {_shown(text)}: segment {segment[:20]!r}... is longer than "
+                f"{MAX_PART_LENGTH} characters"
             )
         relative.append(segment)
     volume = SecurableName(tuple(s.lower() for s in segments[:3]))
@@ -196,14 +200,17 @@ def _split_parts(text: str) -> list[str]:
         if text.startswith("`", i):
             i, part = _read_quoted(text, i)
             if i < len(text) and text[i] != ".":
-                raise InvalidName(f"invalid name {text!r}: unexpected {text[i]!r} after the backquoted part {part!r}")
+                raise InvalidName(
+                    f"invalid name {_shown(text)}: unexpected {text[i]!r} after the backquoted part {_shown(part)}"
+                )
         else:
             end = text.find(".", i)
             end = len(text) if end == -1 else end
             part = text[i:end]
             if "`" in part:
                 raise InvalidName(
-                    f"invalid name {text!r}: part {part!r} has a stray backquote; quote whole parts like `my-part`"
+                    f"invalid name {_shown(text)}: part {_shown(part)} has a stray backquote; "
+                    "quote whole parts like `my-part`"
                 )
             i = end
         parts.append(part)
@@ -225,7 +232,7 @@ def _read_quoted(text: str, start: int) -> tuple[int, str]:
             return i + 1, "".join(value)
         value.append(text[i])
         i += 1
-    raise InvalidName(f"invalid name {text!r}: unclosed backquote")
+    raise InvalidName(f"invalid name {_shown(text)}: unclosed backquote")
 
 
 def _check_part(
@@ -236,15 +243,25 @@ def _check_part(
     what: str = "name",
     levels: tuple[str, ...] = _LEVEL_NAMES,
 ) -> None:
-    label = f"invalid {what} {text!r}: {levels[min(index, len(levels) - 1)]} part"
+    label = f"invalid {what} {_shown(text)}: {levels[min(index, len(levels) - 1)]} part"
     if part == "":
-        raise InvalidName(f"invalid {what} {text!r}: part {index + 1} is empty")
+        raise InvalidName(f"invalid {what} {_shown(text)}: part {index + 1} is empty")
     # Checked on the stored (lower-case) form: lower-casing may lengthen a part ('İ' -> 'i̇').
     if len(part.lower()) > MAX_PART_LENGTH:
         raise InvalidName(f"{label} {part[:20]!r}... is longer than {MAX_PART_LENGTH} characters")
     problem = _forbidden_character(part.lower())
     if problem:
-        raise InvalidName(f"{label} {part!r} contains {problem}; use letters, digits, '_' or '-'")
+        raise InvalidName(f"{label} {_shown(part)} contains {problem}; use letters, digits, '_' or '-'")
+
+
+SHOWN_CHARACTERS = 300  # of a refused name an error repeats: enough to recognise it, never a flood
+
+
+def _shown(text: object) -> str:
+    """``text`` as an error quotes it: its repr, cut after :data:`SHOWN_CHARACTERS` characters."""
+    if isinstance(text, str) and len(text) > SHOWN_CHARACTERS:
+        return f"{text[:SHOWN_CHARACTERS]!r}..."
+    return repr(text)
 
 
 def _forbidden_character(part: str) -> str | None:

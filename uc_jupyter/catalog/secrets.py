@@ -4,11 +4,22 @@ Storage credentials' options (keys, tokens, endpoints) and the options given to 
 and volumes live in ``<root>/secrets.db`` (SQLite, mode 0600, in the 0700 catalog folder), never in
 the metastore's rows: no listing, ``get_*`` call, error message or ``repr`` reads this file; only
 the catalog does, to open a table's or volume's storage for a caller who passed the privilege
-check. Rows are keyed by what owns them: ``("credential", name)`` or ``("securable", "c.s.t")``.
+check, and to hand a credential's own options to a metastore admin
+(``storage_credential_options``, for the server's vendor). Rows are keyed by what owns them:
+``("credential", name)``, or ``("object", id)`` for a table or volume (its stored id, never reused).
 
 Writes are ordered with the metastore's so that a failure leaves at worst an unused secret, never a
 securable whose secret is missing: a secret is written before the row that refers to it and deleted
-after that row is gone.
+after that row is gone. An object's secret is keyed by its id, not its name, because of that order:
+a process dying between a drop's commit and the secret's deletion leaves the secret behind, and a
+later object of the same name, made without options, must not find it. The metastore records such
+ids as pending (``pending_secrets``, :mod:`uc_jupyter.catalog.pending`), so the next sweep deletes
+what a dead process left. A credential's secret is keyed by name: creating a credential always
+writes its secret (``{}`` for none), replacing any left behind, and a drop deletes it only while no
+credential of that name exists.
+
+Older catalogs keyed objects' secrets by name (kind ``"securable"``); :meth:`SecretStore.adopt_legacy`
+moves those to their objects' ids when the catalog opens.
 
 Example:
     >>> import tempfile
@@ -22,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,7 +41,8 @@ from uc_jupyter.sqlite_store import SqliteStore
 
 __all__ = ["SecretKind", "SecretStore", "check_options"]
 
-SecretKind = Literal["credential", "securable"]
+SecretKind = Literal["credential", "object"]
+_LEGACY_KIND = "securable"  # objects' secrets keyed by name, before ids were stored
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS secrets (kind TEXT NOT NULL, name TEXT NOT NULL, options TEXT NOT NULL,"
     " PRIMARY KEY (kind, name))",
@@ -66,8 +79,46 @@ class SecretStore:
         return options
 
     def delete(self, kind: SecretKind, name: str) -> None:
+        """Forget the options of ``(kind, name)`` (none stored: nothing to do)."""
         with self._store.transaction() as conn:
             conn.execute("DELETE FROM secrets WHERE kind = ? AND name = ?", (kind, name))
+
+    def delete_many(self, kind: SecretKind, names: Sequence[str]) -> None:
+        """Forget the options of each ``(kind, name)``, in one transaction (a cascading drop's)."""
+        with self._store.transaction() as conn:
+            conn.executemany("DELETE FROM secrets WHERE kind = ? AND name = ?", [(kind, n) for n in names])
+
+    def legacy_keys(self) -> list[str]:
+        """The object keys (``"c.s.t"``) an older version stored secrets under (usually none)."""
+        with self._store.transaction(write=False) as conn:
+            return [r[0] for r in conn.execute("SELECT name FROM secrets WHERE kind = ?", (_LEGACY_KIND,))]
+
+    def adopt_legacy(self, ids_by_key: dict[str, str]) -> None:
+        """Move each name-keyed object secret to the id of the object that now has that name, in one
+        transaction; a secret whose name no object has is deleted (a drop that died before its
+        secret went). An id that already has a secret keeps it: that one was written by this version.
+
+        Whether a name-keyed secret was the current object's or one left by a dead drop cannot be
+        told apart any more; it goes to the current object, as the older version read it.
+
+        Example:
+            >>> import contextlib, sqlite3, tempfile
+            >>> root = tempfile.mkdtemp()
+            >>> store = SecretStore(root)
+            >>> with contextlib.closing(sqlite3.connect(f"{root}/secrets.db")) as conn, conn:  # as older versions
+            ...     _ = conn.execute("INSERT INTO secrets VALUES (?, ?, ?)", ("securable", "c.s.v", '{"key": "k"}'))
+            >>> store.legacy_keys()
+            ['c.s.v']
+            >>> store.adopt_legacy({"c.s.v": "id-1"})
+            >>> store.get("object", "id-1"), store.legacy_keys()
+            ({'key': 'k'}, [])
+        """
+        with self._store.transaction() as conn:
+            rows = conn.execute("SELECT name, options FROM secrets WHERE kind = ?", (_LEGACY_KIND,)).fetchall()
+            for name, options in rows:
+                if name in ids_by_key:
+                    conn.execute("INSERT OR IGNORE INTO secrets VALUES ('object', ?, ?)", (ids_by_key[name], options))
+            conn.execute("DELETE FROM secrets WHERE kind = ?", (_LEGACY_KIND,))
 
 
 def check_options(options: object, what: str) -> dict[str, Any]:

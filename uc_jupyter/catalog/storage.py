@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from uc_jupyter.catalog.locations import (
@@ -29,8 +30,11 @@ if TYPE_CHECKING:
     import fsspec
 
 __all__ = [
+    "VENDOR_OPTIONS",
     "delta_uri",
+    "deltalake_options",
     "filesystem",
+    "fsspec_options",
     "is_empty_location",
     "is_local",
     "join_location",
@@ -43,6 +47,21 @@ __all__ = [
 ]
 
 normalise_location = canonical_location
+
+# Options of a storage credential that only ``uc-jupyter serve``'s vendor reads (how it vends: the
+# mode, the role to assume and its external id); no filesystem or deltalake knows them, and s3fs
+# refuses the first one it meets ("unexpected keyword argument 'vending'").
+VENDOR_OPTIONS = frozenset({"vending", "role_arn", "external_id"})
+
+
+def fsspec_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``options`` without :data:`VENDOR_OPTIONS`: what a storage credential's options give fsspec.
+
+    Example:
+        >>> fsspec_options({"key": "AK", "vending": "static", "role_arn": "arn:aws:iam::1:role/r"})
+        {'key': 'AK'}
+    """
+    return {k: v for k, v in (options or {}).items() if k not in VENDOR_OPTIONS}
 
 
 def resolve_location(location: str) -> str:
@@ -93,10 +112,11 @@ def join_location(location: str, relative: str) -> str:
 
 
 def filesystem(location: str, storage_options: dict[str, Any] | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
-    """The fsspec filesystem for ``location`` and the location's path on it."""
+    """The fsspec filesystem for ``location`` and the location's path on it (a credential's
+    :data:`VENDOR_OPTIONS` are left out: they are the vendor's, not the filesystem's)."""
     import fsspec.core
 
-    fs, path = fsspec.core.url_to_fs(location, **(storage_options or {}))
+    fs, path = fsspec.core.url_to_fs(location, **fsspec_options(storage_options))
     return fs, str(path)
 
 
@@ -124,3 +144,42 @@ def is_empty_location(location: str, storage_options: dict[str, Any] | None = No
         return not fs.exists(path) or not fs.ls(path, detail=False)
     except FileNotFoundError:
         return True
+
+
+# s3fs's option names -> object_store's (what deltalake reads).
+_S3_KEYS = {"key": "AWS_ACCESS_KEY_ID", "secret": "AWS_SECRET_ACCESS_KEY", "token": "AWS_SESSION_TOKEN"}
+
+
+def deltalake_options(options: Mapping[str, Any] | None) -> dict[str, str]:
+    """Storage options as deltalake takes them: s3fs-style options (``key``, ``secret``, ``token``,
+    ``endpoint_url``, ``client_kwargs.region_name`` / ``endpoint_url``, ``anon``) as object_store's
+    ``AWS_*`` strings, plain HTTP allowed for an ``http://`` endpoint. Options already in that form (upper
+    case, as vended credentials and deltalake users give them) pass unchanged, so converting twice is
+    harmless; other fsspec-only options (``config_kwargs``, ``use_ssl``...) and the vendor's
+    :data:`VENDOR_OPTIONS` have no deltalake meaning and are left out rather than sent as strings
+    deltalake would refuse.
+
+    Example:
+        >>> deltalake_options({"key": "AK", "secret": "S", "client_kwargs": {"region_name": "eu-west-1"},
+        ...                    "endpoint_url": "http://127.0.0.1:9000"})  # doctest: +NORMALIZE_WHITESPACE
+        {'AWS_ACCESS_KEY_ID': 'AK', 'AWS_SECRET_ACCESS_KEY': 'S', 'AWS_ENDPOINT_URL': 'http://127.0.0.1:9000',
+         'AWS_ALLOW_HTTP': 'true', 'AWS_REGION': 'eu-west-1'}
+    """
+    given = fsspec_options(options)
+    out = {k: str(v) for k, v in given.items() if k.isupper() and isinstance(v, str | int | float | bool)}
+    for ours, theirs in _S3_KEYS.items():
+        if isinstance(given.get(ours), str) and given[ours]:
+            out.setdefault(theirs, given[ours])
+    raw_client = given.get("client_kwargs")
+    client: dict[str, Any] = raw_client if isinstance(raw_client, dict) else {}
+    endpoint = given.get("endpoint_url") or client.get("endpoint_url")
+    if isinstance(endpoint, str) and endpoint:
+        out.setdefault("AWS_ENDPOINT_URL", endpoint)
+    if out.get("AWS_ENDPOINT_URL", "").startswith("http://"):
+        out.setdefault("AWS_ALLOW_HTTP", "true")
+    region = client.get("region_name") or given.get("region_name")
+    if isinstance(region, str) and region:
+        out.setdefault("AWS_REGION", region)
+    if given.get("anon") is True:
+        out.setdefault("AWS_SKIP_SIGNATURE", "true")
+    return out

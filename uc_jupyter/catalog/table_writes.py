@@ -15,9 +15,10 @@ from uc_jupyter.catalog import (
     NotFound,
     TableInfo,
     WriteMode,
+    current_principal,
 )
 from uc_jupyter.catalog import storage as st
-from uc_jupyter.catalog._rows import columns_json, key, table_info
+from uc_jupyter.catalog._rows import columns_json, key, new_id, now, table_info
 from uc_jupyter.catalog.delta_files import delta_columns, delta_exists, to_arrow, write_delta
 from uc_jupyter.catalog.external import ExternalStorage
 from uc_jupyter.catalog.names import SecurableName, parse_name
@@ -98,7 +99,10 @@ class TableWrites(PendingStorage, ExternalStorage):
         write_delta(parsed, row["storage_location"], table, mode, options)
         columns = delta_columns(parsed, row["storage_location"], options)
         with self._transaction(write=True) as conn:
-            conn.execute("UPDATE securables SET columns = ? WHERE key = ?", (columns_json(columns), key(parsed)))
+            conn.execute(
+                "UPDATE securables SET columns = ?, updated_at = ?, updated_by = ? WHERE key = ?",
+                (columns_json(columns), now(), current_principal(), key(parsed)),
+            )
         return self._written(parsed)
 
     def _create_new_table(
@@ -127,14 +131,15 @@ class TableWrites(PendingStorage, ExternalStorage):
         # Storage first, under a location nothing refers to yet; the catalog entry last. Whatever
         # fails, the location is removed again when this call created it.
         created_here = table is not None
-        with self._cleanup_on_error(location if created_here else None, parsed, read_with):
+        object_id = new_id()  # its secret's key: a secret a dead drop left under this name is not this one's
+        with self._cleanup_on_error(location if created_here else None, read_with, secret_id=object_id):
             if table is not None:
                 write_delta(parsed, location, table, "error", read_with)
             elif not delta_exists(parsed, location, read_with):
                 raise NotFound(f"table {parsed}: no Delta table at {location}; pass data to create one")
             columns = delta_columns(parsed, location, read_with)
             if options:
-                self._secrets.put("securable", key(parsed), options)
+                self._put_secret(object_id, options)
             with self._transaction(write=True) as conn:
                 self._require(conn, Action.CREATE_TABLE, schema)
                 if external is not None:
@@ -148,6 +153,7 @@ class TableWrites(PendingStorage, ExternalStorage):
                     managed=external is None,
                     columns=columns,
                     comment=comment,
+                    given_id=object_id,
                 )
         return self._written(parsed)
 

@@ -4,11 +4,11 @@ Pure: no I/O. Shapes follow the official client's models (``unitycatalog-client`
 UC OSS's ``api/all.yaml``; see docs/design/unity-catalog-server.md section 1):
 
 - times are JSON integers of epoch **milliseconds** (the client's ``StrictInt``);
-- ``updated_at``/``updated_by`` equal ``created_at``/``owner`` (nothing is updated in place yet, and UC
-  OSS fills them the same way at creation); ``created_by`` is the owner;
-- ids: our metastore stores none, so an object's id is the UUID-5 of its kind, full name and creation
-  time (to the microsecond). It is stable for the object's life, the same from every server process,
-  and a new object of the same name (dropped and made again) gets a new one, as in UC;
+- ids, ``created_by``, ``updated_at``/``updated_by`` are the stored ones (:mod:`uc_jupyter.catalog.migrations`);
+  before the first update ``updated_*`` equal ``created_*``, as UC OSS fills them at creation;
+- an info without a stored id (made by hand) gets the id derived before ids were stored: the UUID-5 of
+  its kind, full name and creation time (to the microsecond), which the migration stored for every
+  object that existed then, so no id a client saw has changed;
 - fields that are None are left out (UC's own server omits them too), ``properties`` is ``{}``.
 
 Requests are checked before anything is done: every field of the client's request model is known,
@@ -36,28 +36,35 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-from uc_jupyter.catalog import CatalogInfo, ColumnInfo, SchemaInfo, TableInfo, VolumeInfo
+from uc_jupyter.catalog import CatalogInfo, ColumnInfo, SchemaInfo, StagingTableInfo, TableInfo, VolumeInfo
 from uc_jupyter.catalog.names import quote_part
 from uc_jupyter.catalog.wire_errors import WireError
 
 __all__ = [
     "CREATE_CATALOG",
     "CREATE_SCHEMA",
+    "CREATE_STAGING_TABLE",
     "CREATE_TABLE",
     "CREATE_VOLUME",
     "MAX_PAGE",
+    "UPDATE_CATALOG",
+    "UPDATE_SCHEMA",
+    "UPDATE_VOLUME",
     "Model",
     "Page",
     "catalog_json",
     "dotted_name",
     "epoch_ms",
+    "next_token",
     "object_id",
     "page",
+    "page_bounds",
     "parse_bool",
     "parse_request",
     "schema_json",
+    "staging_json",
     "table_json",
     "volume_json",
 ]
@@ -114,6 +121,15 @@ CREATE_TABLE = Model(
     },
     frozenset({"name", "catalog_name", "schema_name", "table_type", "columns"}),
 )
+# Updates: UC's bodies plus ``owner``, which UC OSS's servers take and 0.7.0's models lack (RestCatalog sends it).
+UPDATE_CATALOG = Model("UpdateCatalog", {"comment": str, "properties": dict, "new_name": str, "owner": str})
+UPDATE_SCHEMA = Model("UpdateSchema", {"comment": str, "properties": dict, "new_name": str, "owner": str})
+UPDATE_VOLUME = Model("UpdateVolumeRequestContent", {"comment": str, "new_name": str, "owner": str})
+CREATE_STAGING_TABLE = Model(
+    "CreateStagingTable",
+    {"name": str, "catalog_name": str, "schema_name": str},
+    frozenset({"name", "catalog_name", "schema_name"}),
+)
 _JSON_TYPE = {str: "a string", dict: "an object", int: "an integer", bool: "a boolean", list: "an array"}
 
 
@@ -134,9 +150,38 @@ def object_id(kind: str, full_name: str, created_at: datetime) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"{kind}\x00{full_name}\x00{created_at.isoformat()}"))
 
 
-def _audit(owner: str, created_at: datetime) -> dict[str, Any]:
-    ms = epoch_ms(created_at)
-    return {"owner": owner, "created_at": ms, "created_by": owner, "updated_at": ms, "updated_by": owner}
+class _Audited(Protocol):
+    @property
+    def owner(self) -> str: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def id(self) -> str | None: ...
+    @property
+    def created_by(self) -> str | None: ...
+    @property
+    def updated_at(self) -> datetime | None: ...
+    @property
+    def updated_by(self) -> str | None: ...
+
+
+def _audit(info: _Audited) -> dict[str, Any]:
+    """Owner and the four audit fields; what an info does not hold (made by hand, or by a catalog that
+    keeps none) is the creation's, as UC fills them at creation."""
+    created_by = info.created_by or info.owner
+    return {
+        "owner": info.owner,
+        "created_at": epoch_ms(info.created_at),
+        "created_by": created_by,
+        "updated_at": epoch_ms(info.updated_at or info.created_at),
+        "updated_by": info.updated_by or created_by,
+    }
+
+
+def _id(info: _Audited, kind: str, full_name: str) -> str:
+    """The stored id, else the one derived before ids were stored (which a migration stored for every
+    object that existed then, so the two agree)."""
+    return info.id or object_id(kind, full_name, info.created_at)
 
 
 def _compact(body: dict[str, Any]) -> dict[str, Any]:
@@ -150,8 +195,8 @@ def catalog_json(info: CatalogInfo) -> dict[str, Any]:
             "name": info.name,
             "comment": info.comment,
             "properties": {},
-            **_audit(info.owner, info.created_at),
-            "id": object_id("catalog", info.name, info.created_at),
+            **_audit(info),
+            "id": _id(info, "catalog", info.name),
         }
     )
 
@@ -167,8 +212,8 @@ def schema_json(info: SchemaInfo) -> dict[str, Any]:
             "comment": info.comment,
             "properties": {},
             "full_name": full_name,
-            **_audit(info.owner, info.created_at),
-            "schema_id": object_id("schema", full_name, info.created_at),
+            **_audit(info),
+            "schema_id": _id(info, "schema", full_name),
         }
     )
 
@@ -191,8 +236,8 @@ def volume_json(info: VolumeInfo) -> dict[str, Any]:
             "schema_name": info.schema_name,
             "name": info.name,
             "comment": info.comment or None,
-            **_audit(info.owner, info.created_at),
-            "volume_id": object_id("volume", full_name, info.created_at),
+            **_audit(info),
+            "volume_id": _id(info, "volume", full_name),
             "volume_type": info.volume_type,
             "storage_location": info.storage_location,
             "full_name": full_name,
@@ -223,10 +268,28 @@ def table_json(info: TableInfo) -> dict[str, Any]:
             "storage_location": info.storage_location,
             "comment": info.comment,
             "properties": {},
-            **_audit(info.owner, info.created_at),
-            "table_id": object_id("table", full_name, info.created_at),
+            **_audit(info),
+            "table_id": _id(info, "table", full_name),
         }
     )
+
+
+def staging_json(info: StagingTableInfo) -> dict[str, Any]:
+    """A UC ``StagingTableInfo``: where the creator writes the new managed table's Delta files.
+
+    Example:
+        >>> from datetime import datetime, timezone
+        >>> at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+        >>> staging_json(StagingTableInfo("main", "ml", "t", "4e1c", "file:///s/t", "alice", at, at))["id"]
+        '4e1c'
+    """
+    return {
+        "name": info.name,
+        "catalog_name": info.catalog_name,
+        "schema_name": info.schema_name,
+        "id": info.id,
+        "staging_location": info.staging_location,
+    }
 
 
 # Delta primitive type names -> UC's ColumnTypeName. A type outside this map gets no type_name at all:
@@ -301,7 +364,15 @@ def parse_request(raw: bytes, model: Model) -> dict[str, Any]:
     """The JSON object in ``raw`` checked against ``model`` (see the module docstring); ``null`` counts
     as absent, as in the client's models."""
     try:
-        body = json.loads(raw) if raw.strip() else {}
+        body = json.loads(raw, object_pairs_hook=_unique_keys) if raw.strip() else {}
+    except _RepeatedKey as exc:
+        # json keeps a repeated key's last value; a proxy or checker in front may keep its first, so the
+        # two would read different bodies: refuse it rather than pick one.
+        raise WireError(
+            "INVALID_ARGUMENT", f"the key {exc.key[:64]!r} appears twice in the body of {model.name}; give it once"
+        ) from None
+    except RecursionError:  # json's decoder recurses per nesting level; 1 MiB holds far more levels
+        raise WireError("INVALID_ARGUMENT", f"malformed JSON body for {model.name}: nested too deeply") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise WireError("INVALID_ARGUMENT", f"malformed JSON body for {model.name}: {exc}") from None
     if not isinstance(body, dict):
@@ -321,6 +392,22 @@ def parse_request(raw: bytes, model: Model) -> dict[str, Any]:
     if missing:
         raise WireError("INVALID_ARGUMENT", f"{model.name} needs the field {missing[0]!r}")
     return present
+
+
+class _RepeatedKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members as a dict, refusing a key given twice (at any depth)."""
+    members: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in members:
+            raise _RepeatedKey(name)
+        members[name] = value
+    return members
 
 
 def parse_bool(text: str | None, name: str) -> bool:
@@ -350,6 +437,22 @@ def page(items: list[Any], names: list[str], listing: str, max_results: str | No
         >>> first.items, page([1, 2, 3], ["a", "b", "c"], "catalogs", "2", first.next_page_token).items
         ([1, 2], [3])
     """
+    size, after = page_bounds(listing, max_results, page_token)
+    start = 0 if after is None else next((i for i, n in enumerate(names) if n > after), len(names))
+    chosen = items[start : start + size]
+    more = start + size < len(items)
+    return Page(chosen, next_token(listing, names[start + size - 1]) if more else None)
+
+
+def page_bounds(listing: str, max_results: str | None, page_token: str | None) -> tuple[int, str | None]:
+    """The page size ``max_results`` asks for (0 or none: :data:`MAX_PAGE`, never more) and the name the
+    page starts after (None: the first page), for a store that pages by key itself; answer with
+    :func:`next_token` of the page's last name when more follow.
+
+    Example:
+        >>> page_bounds("catalogs", "2", next_token("catalogs", "b"))
+        (2, 'b')
+    """
     size = MAX_PAGE
     if max_results is not None:
         try:
@@ -359,13 +462,12 @@ def page(items: list[Any], names: list[str], listing: str, max_results: str | No
         if asked < 0:
             raise WireError("INVALID_ARGUMENT", "max_results must be greater than or equal to 0")
         size = min(asked, MAX_PAGE) or MAX_PAGE
-    start = 0
-    if page_token:
-        after = _token_after(page_token, listing)
-        start = next((i for i, n in enumerate(names) if n > after), len(names))
-    chosen = items[start : start + size]
-    more = start + size < len(items)
-    return Page(chosen, _token(listing, names[start + size - 1]) if more else None)
+    return size, _token_after(page_token, listing) if page_token else None
+
+
+def next_token(listing: str, after: str) -> str:
+    """The opaque token of the page of ``listing`` that follows the name ``after``."""
+    return _token(listing, after)
 
 
 def _token(listing: str, after: str) -> str:

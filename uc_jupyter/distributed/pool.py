@@ -16,9 +16,10 @@ dies is reported at once with how it died. Ctrl-C reaches every rank and leaves 
 kernel goes away, however it goes, and whatever a rank starts ends with it, even a grandchild in a
 session of its own (see :mod:`uc_jupyter.distributed.launch`).
 
-Each call carries the principal in force where it is made (:func:`uc_jupyter.catalog.current_principal`:
-an ``as_principal`` block, else ``UC_JUPYTER_PRINCIPAL``), and the ranks act as that principal for the
-call, whoever started the pool: ``with as_principal("alice"): pool.run(fn)`` reads with alice's grants.
+Each call carries the principal in force where it is made (the configured catalog's
+``current_principal()``: an ``as_principal`` block, else ``UC_JUPYTER_PRINCIPAL``, or over a catalog
+server the token's principal), and the ranks act as that principal for the call, whoever started the
+pool: ``with as_principal("alice"): pool.run(fn)`` reads with alice's grants.
 
 Several machines (``nodes=k``) are designed for but not built: the rendezvous is c10d's (``env://``
 with ``MASTER_ADDR``/``MASTER_PORT``), so a multi-node pool will start ``n / k`` ranks per host through a
@@ -47,7 +48,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from uc_jupyter.catalog import current_principal
+from uc_jupyter.catalog import get_catalog
 from uc_jupyter.catalog.privileges import validate_principal
 from uc_jupyter.distributed import board
 from uc_jupyter.distributed.errors import (
@@ -549,8 +550,9 @@ class RankPool:
 
 
 def _caller() -> str:
-    """The principal in force here and now, checked before any rank is asked to act as it."""
-    return validate_principal(current_principal())
+    """The principal in force here and now, checked before any rank is asked to act as it: the
+    configured catalog's (over a catalog server, the token's principal, not the local label)."""
+    return validate_principal(get_catalog().current_principal())
 
 
 def _plan(n: int, devices: str, backend: str) -> tuple[str, str]:

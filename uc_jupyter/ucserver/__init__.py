@@ -3,7 +3,12 @@
 Modules: :mod:`~uc_jupyter.ucserver.auth` (bearer tokens, in front of routing),
 :mod:`~uc_jupyter.ucserver.app` (the ASGI application: bodies, errors, principals),
 :mod:`~uc_jupyter.ucserver.routes_data` (catalogs, schemas, volumes, tables),
-:mod:`~uc_jupyter.ucserver.routes_governance` (permissions) and
+:mod:`~uc_jupyter.ucserver.routes_governance` (permissions),
+:mod:`~uc_jupyter.ucserver.routes_storage` (storage credentials, external locations),
+:mod:`~uc_jupyter.ucserver.routes_vending` (temporary table, volume and path credentials),
+:mod:`~uc_jupyter.ucserver.vendor` (makes those credentials: scoped IAM roles or STS sessions, and
+their reaper), :mod:`~uc_jupyter.ucserver.routes_extensions` (``/uc-jupyter/...``: whoami and
+principals, uc_jupyter's own routes beside the UC API) and
 :mod:`~uc_jupyter.ucserver.serve` (the command: bind, print the URL, stop on SIGTERM/Ctrl-C).
 Apart from :mod:`uc_jupyter.server`, which is the Jupyter server extension.
 

@@ -39,7 +39,12 @@ from uc_jupyter.catalog.wire_errors import WireError, error_body, to_error
 from uc_jupyter.ucserver import PREFIX
 from uc_jupyter.ucserver.auth import BearerAuth
 from uc_jupyter.ucserver.routes_data import ROUTES, Call, Route
+from uc_jupyter.ucserver.routes_extensions import ROUTES as EXTENSION_ROUTES
 from uc_jupyter.ucserver.routes_governance import ROUTES as GOVERNANCE_ROUTES
+from uc_jupyter.ucserver.routes_storage import routes as storage_routes
+from uc_jupyter.ucserver.routes_storage import secure_transport
+from uc_jupyter.ucserver.routes_vending import routes as vending_routes
+from uc_jupyter.ucserver.vendor import Vendor
 
 __all__ = ["MAX_BODY", "PREFIX", "build_app"]
 
@@ -48,12 +53,15 @@ log = logging.getLogger(__name__)
 MAX_BODY = 1 << 20  # 1 MiB: every UC request body is far smaller
 
 
-def build_app(catalog: LocalCatalog, store: TokenStore | None = None) -> Starlette:
-    """The server's application over ``catalog``; tokens from ``store`` (default: the catalog's own)."""
+def build_app(catalog: LocalCatalog, store: TokenStore | None = None, vendor: Vendor | None = None) -> Starlette:
+    """The server's application over ``catalog``; tokens from ``store`` (default: the catalog's own),
+    temporary credentials from ``vendor`` (default: one over the catalog's home)."""
     by_path: dict[str, dict[str, Route]] = {}
-    for route in (*ROUTES, *GOVERNANCE_ROUTES):  # one Starlette route per path: a 405's Allow names every method
+    vendor = vendor or Vendor(catalog.root)
+    # One Starlette route per path: a 405's Allow names every method.
+    for route in (*ROUTES, *GOVERNANCE_ROUTES, *EXTENSION_ROUTES, *storage_routes(vendor), *vending_routes(vendor)):
         by_path.setdefault(route.path, {})[route.method] = route
-    return Starlette(
+    app = Starlette(
         routes=[
             StarletteRoute(PREFIX + path, _endpoint(catalog, methods), methods=list(methods), include_in_schema=False)
             for path, methods in by_path.items()
@@ -61,6 +69,10 @@ def build_app(catalog: LocalCatalog, store: TokenStore | None = None) -> Starlet
         middleware=[Middleware(BearerAuth, store=store or TokenStore(catalog))],
         exception_handlers={HTTPException: _http_error},  # type: ignore[dict-item]
     )
+    # No 307 to the same path without its trailing slash: Starlette builds that redirect from the Host
+    # header the client sent. A trailing slash is an unknown route (404), like any other.
+    app.router.redirect_slashes = False
+    return app
 
 
 def _endpoint(catalog: LocalCatalog, methods: dict[str, Route]) -> Callable[[Request], Awaitable[Response]]:
@@ -69,7 +81,8 @@ def _endpoint(catalog: LocalCatalog, methods: dict[str, Route]) -> Callable[[Req
         route = methods["GET" if request.method == "HEAD" else request.method]
         try:
             body = parse_request(await _read_body(request), route.model) if route.model else {}
-            call = Call(dict(request.path_params), dict(request.query_params), body)
+            secure = secure_transport(request.url.scheme, request.client.host if request.client else None)
+            call = Call(dict(request.path_params), dict(request.query_params), body, secure)
             result = await run_in_threadpool(_as_principal, catalog, principal, route, call)
         except Exception as exc:
             status, error = to_error(exc)

@@ -25,13 +25,18 @@ from __future__ import annotations
 import argparse
 import signal
 import socket
+from collections.abc import Callable
+from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from uc_jupyter.catalog.local import LocalCatalog
+    import uvicorn
 
-__all__ = ["GRACE_S", "HELP", "add_arguments", "run", "serve"]
+    from uc_jupyter.catalog.local import LocalCatalog
+    from uc_jupyter.catalog.tokens import TokenStore
+
+__all__ = ["GRACE_S", "HELP", "Listening", "add_arguments", "prepare", "run", "serve"]
 
 GRACE_S = 5.0
 HELP = "serve the catalog of $UC_JUPYTER_HOME as a Unity Catalog REST server (stop with Ctrl-C or SIGTERM)"
@@ -64,6 +69,56 @@ def run(catalog: object, args: argparse.Namespace) -> tuple[list[str], None]:
 
 def serve(catalog: LocalCatalog, host: str, port: int) -> None:
     """Serve ``catalog`` on ``host:port`` until SIGTERM or SIGINT (see the module docstring)."""
+    listening = prepare(catalog, host, port, on_started=lambda url: print(url, flush=True))
+
+    def stop(_sig: int, _frame: FrameType | None) -> None:
+        listening.server.should_exit = True  # before uvicorn's handlers are in, and the re-raise after they are gone
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        listening.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@dataclass(frozen=True)
+class Listening:
+    """A bound socket and the uvicorn server that will serve on it (:func:`prepare`); ``url`` has the
+    real port. :meth:`run` serves until ``server.should_exit`` is set, then closes the socket."""
+
+    server: uvicorn.Server
+    sock: socket.socket
+    url: str
+
+    def run(self) -> None:
+        try:
+            self.server.run(sockets=[self.sock])
+        finally:
+            self.sock.close()
+
+
+def prepare(
+    catalog: LocalCatalog,
+    host: str,
+    port: int,
+    *,
+    on_started: Callable[[str], None] = lambda _url: None,
+    store: TokenStore | None = None,
+) -> Listening:
+    """Bind ``host:port`` (0: a free port) and make the uvicorn server of ``catalog``'s application
+    on it; ``on_started(url)`` is called once it accepts requests. The one place both ``serve`` and
+    :mod:`uc_jupyter.testing.served` make a server, so the socket options and uvicorn's settings
+    cannot drift apart.
+
+    Example:
+        >>> import tempfile
+        >>> from uc_jupyter.catalog.local import LocalCatalog
+        >>> listening = prepare(LocalCatalog(tempfile.mkdtemp()), "127.0.0.1", 0)
+        >>> listening.url.startswith("http://127.0.0.1:")
+        True
+        >>> listening.sock.close()
+    """
     import uvicorn
 
     from uc_jupyter.ucserver.app import build_app
@@ -81,7 +136,7 @@ def serve(catalog: LocalCatalog, host: str, port: int) -> None:
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     config = uvicorn.Config(
-        build_app(catalog),
+        build_app(catalog, store),
         log_level="warning",
         access_log=False,
         lifespan="off",
@@ -93,18 +148,7 @@ def serve(catalog: LocalCatalog, host: str, port: int) -> None:
     class Server(uvicorn.Server):  # made here: uvicorn is imported only when serving
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
-            if self.started:  # listening: the URL is the line a caller waits for
-                print(url, flush=True)
+            if self.started:  # listening: the URL is what a caller waits for
+                on_started(url)
 
-    server = Server(config)
-
-    def stop(_sig: int, _frame: FrameType | None) -> None:
-        server.should_exit = True  # before uvicorn's handlers are in, and the re-raise after they are gone
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        server.run(sockets=[sock])
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        sock.close()
+    return Listening(Server(config), sock, url)
