@@ -293,6 +293,8 @@ class ResolvedVolumePath:
     path: str
     url: str
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # When the storage_options stop working (vended credentials: RestCatalog); None: they do not expire.
+    expires_at: datetime | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -309,6 +311,8 @@ class ResolvedStoragePath:
     fs: fsspec.AbstractFileSystem = field(repr=False, compare=False)
     path: str
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # When the storage_options stop working (vended credentials: RestCatalog); None: they do not expire.
+    expires_at: datetime | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -318,6 +322,8 @@ class ResolvedTable:
     table: TableInfo
     storage_location: str
     storage_options: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # When the storage_options stop working (vended credentials: RestCatalog); None: they do not expire.
+    expires_at: datetime | None = field(default=None, compare=False)
 
 
 @runtime_checkable

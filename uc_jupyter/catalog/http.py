@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -127,12 +128,22 @@ class Http:
         self.retry = retry
         self._sleep, self._clock, self._rng = sleep, clock, rng
         # urllib3's own retries are off: ours know which calls are safe to repeat, and honour Retry-After.
-        self._pool = urllib3.PoolManager(
-            maxsize=pool_size,
-            retries=False,
-            timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
-            headers={"Accept": "application/json", "User-Agent": "uc-jupyter"},
-        )
+        self._pool_settings: dict[str, Any] = {
+            "maxsize": pool_size,
+            "retries": False,
+            "timeout": urllib3.Timeout(connect=connect_timeout, read=read_timeout),
+            "headers": {"Accept": "application/json", "User-Agent": "uc-jupyter"},
+        }
+        self._pool = urllib3.PoolManager(**self._pool_settings)
+        self._pid = os.getpid()
+
+    def _pool_here(self) -> urllib3.PoolManager:
+        """This process's pool. A forked child (a DataLoader worker) inherits the parent's keep-alive
+        sockets: two processes sending on one connection read each other's answers, so a child makes
+        its own (the inherited sockets are left to the parent)."""
+        if self._pid != os.getpid():
+            self._pool, self._pid = urllib3.PoolManager(**self._pool_settings), os.getpid()
+        return self._pool
 
     def __repr__(self) -> str:
         return f"Http({self.base!r})"  # never the token
@@ -170,7 +181,7 @@ class Http:
         )
         for attempt in range(len(delays) + 1):
             try:
-                response = self._pool.request(method, target, body=payload, headers=headers, redirect=False)
+                response = self._pool_here().request(method, target, body=payload, headers=headers, redirect=False)
             except urllib3.exceptions.HTTPError as exc:
                 if attempt == len(delays):
                     raise CatalogError(

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
@@ -312,14 +313,15 @@ class RestCatalog(RestTables, RestGovernance):
         info = volume_info(body)
         volume_id = str(body.get("volume_id") or "")
         vended = self.vended(f"volume:{volume_id}", "WRITE_VOLUME" if write else "READ_VOLUME")
-        return open_volume_path(volume_path, info, vended.fsspec_options())
+        resolved = open_volume_path(volume_path, info, vended.fsspec_options())
+        return dataclasses.replace(resolved, expires_at=vended.expiry())
 
     def resolve_table(self, name: str, *, write: bool = False) -> ResolvedTable:
         """Ask for READ (or READ_WRITE) credentials of a table; deltalake options to open it with."""
         body = self._described(f"/tables/{name_path(name, 3)}", str(parse_name(name)), "MODIFY" if write else "SELECT")
         info = table_info(body)
         vended = self.vended(f"table:{body.get('table_id') or ''}", "READ_WRITE" if write else "READ")
-        return ResolvedTable(info, info.storage_location, vended.deltalake_options())
+        return ResolvedTable(info, info.storage_location, vended.deltalake_options(), expires_at=vended.expiry())
 
     def resolve_storage_path(self, url: str, *, write: bool = False) -> ResolvedStoragePath:
         """Ask for PATH_READ (or PATH_READ_WRITE) credentials of a URL inside an external location."""
@@ -330,7 +332,7 @@ class RestCatalog(RestTables, RestGovernance):
         location = max(holding, key=lambda x: len(x.url))
         options = vended.fsspec_options()
         fs, path = st.filesystem(vended.url, options)
-        return ResolvedStoragePath(vended.url, location, fs, path, options)
+        return ResolvedStoragePath(vended.url, location, fs, path, options, expires_at=vended.expiry())
 
     def create_table(
         self,

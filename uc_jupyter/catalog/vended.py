@@ -35,14 +35,28 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from uc_jupyter.catalog import CatalogError
 
-__all__ = ["MIN_MARGIN_S", "AwsKeys", "Vended", "VendedCache", "parse_vended"]
+__all__ = ["MIN_MARGIN_S", "AwsKeys", "Vended", "VendedCache", "parse_vended", "refresh_due"]
 
 MIN_MARGIN_S = 60.0  # refresh at least this long before expiry: a read started just before must finish
 _MARGIN_SHARE = 0.1
+
+
+def refresh_due(expires_at: float, fetched_at: float) -> float:
+    """When credentials fetched at ``fetched_at`` that expire at ``expires_at`` (epoch seconds) are to
+    be asked for again: ``max(60 s, 10 % of the lifetime)`` before expiry. The one formula: the cache
+    and the datasets that hold options across passes (:mod:`uc_jupyter.data.renewal`) both use it.
+
+    Example:
+        >>> refresh_due(expires_at=1000.0, fetched_at=400.0), refresh_due(expires_at=1000.0, fetched_at=990.0)
+        (940.0, 940.0)
+    """
+    lifetime = max(expires_at - fetched_at, 0.0)
+    return expires_at - max(MIN_MARGIN_S, _MARGIN_SHARE * lifetime)
 
 
 @dataclass(frozen=True)
@@ -64,10 +78,11 @@ class Vended:
 
     def refresh_at(self, fetched_at: float) -> float | None:
         """When to ask again (epoch seconds): ``max(60 s, 10 %)`` of the lifetime before expiry."""
-        if self.expires_at is None:
-            return None
-        lifetime = max(self.expires_at - fetched_at, 0.0)
-        return self.expires_at - max(MIN_MARGIN_S, _MARGIN_SHARE * lifetime)
+        return None if self.expires_at is None else refresh_due(self.expires_at, fetched_at)
+
+    def expiry(self) -> datetime | None:
+        """``expires_at`` as an aware UTC datetime (what ``Resolved*.expires_at`` carry)."""
+        return None if self.expires_at is None else datetime.fromtimestamp(self.expires_at, tz=timezone.utc)
 
     def fsspec_options(self) -> dict[str, Any]:
         """s3fs's options (``key``, ``secret``, ``token``, ``endpoint_url``, ``client_kwargs.region_name``);

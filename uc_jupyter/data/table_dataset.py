@@ -16,7 +16,8 @@ Example:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from uc_jupyter.catalog import Catalog, get_catalog
 from uc_jupyter.catalog.storage import delta_uri
 from uc_jupyter.data import options as opt
 from uc_jupyter.data.partition import OnUneven
+from uc_jupyter.data.renewal import Renewal
 from uc_jupyter.data.stats import DatasetStats
 from uc_jupyter.data.stream import PartitionedDataset, _Counters
 from uc_jupyter.errors import first_line
@@ -49,10 +51,14 @@ class UCTableDataset(PartitionedDataset):
         version: a Delta version to read (default: the latest when the dataset is made).
         shuffle, seed, on_uneven: as for :class:`~uc_jupyter.data.UCVolumeDataset`; rows are the items.
         catalog: the catalog to resolve ``name`` with.
+        clock: epoch seconds, for when vended credentials are due (tests pass their own).
 
     ``len(dataset)`` is the number of rows this rank yields per epoch. The selected columns of the
     snapshot are held in memory by each process that reads (forked workers share the parent's):
-    narrow them with ``columns=`` and ``filter=``.
+    narrow them with ``columns=`` and ``filter=``. A spawned worker reads the snapshot again: with
+    vended credentials (a :class:`~uc_jupyter.catalog.rest.RestCatalog`) that are due by then, it
+    first resolves ``name`` again, as the principal that made the dataset (see
+    :mod:`uc_jupyter.data.renewal`).
     """
 
     def __init__(
@@ -67,6 +73,7 @@ class UCTableDataset(PartitionedDataset):
         seed: int = 0,
         on_uneven: OnUneven = "pad",
         catalog: Catalog | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(shuffle=shuffle, seed=seed, on_uneven=on_uneven)
         # Checked before the catalog is asked; columns="ab" is the one column "ab", never "a" and "b".
@@ -74,7 +81,12 @@ class UCTableDataset(PartitionedDataset):
         filter = opt.text("filter", filter)
         batch_size = opt.whole_number("batch_size", batch_size, minimum=1)
         version = opt.maybe_whole_number("version", version)
-        resolved = (catalog or get_catalog()).resolve_table(name)
+        clock = opt.function("clock", clock) or time.time
+        resolving = catalog or get_catalog()
+        resolved = resolving.resolve_table(name)
+        self._renewal = Renewal(resolved.expires_at, clock=clock)
+        self._principal = resolving.current_principal() if self._renewal.due is not None else None
+        self._catalog: Catalog | None = catalog
         self.name = resolved.table.full_name
         self._location = delta_uri(resolved.storage_location)
         self._options = resolved.storage_options or None
@@ -97,6 +109,7 @@ class UCTableDataset(PartitionedDataset):
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         state["_table"] = None  # each worker reads its own copy of the snapshot
+        state["_catalog"] = None  # a catalog holds connections and locks: a spawned worker uses get_catalog()
         return state
 
     # ---------------------------------------------------------------- PartitionedDataset
@@ -141,6 +154,7 @@ class UCTableDataset(PartitionedDataset):
     def _snapshot_rows(self) -> pa.Table:
         """The pinned snapshot's rows: inherited from the parent, or read again after a spawn."""
         if self._table is None:
+            self._renew()
             table = self._read(self._open(self.version), self.columns)
             if table.num_rows != self._rows:
                 raise RuntimeError(
@@ -149,6 +163,23 @@ class UCTableDataset(PartitionedDataset):
                 )
             self._table = table
         return self._table
+
+    def _renew(self) -> None:
+        """Resolve the table again when its options are due (:mod:`uc_jupyter.data.renewal`)."""
+        if not self._renewal.is_due():
+            return
+        catalog = self._catalog or get_catalog()
+        assert self._principal is not None, "a dataset with options that expire knows who made it"
+        with catalog.as_principal(self._principal):
+            resolved = catalog.resolve_table(self.name)
+        location = delta_uri(resolved.storage_location)
+        if location != self._location:  # dropped and made again elsewhere: not the snapshot it pinned
+            raise ValueError(
+                f"table {self.name} now lies at {location}, not at {self._location} where it was read; "
+                "make the dataset again"
+            )
+        self._options = resolved.storage_options or None
+        self._renewal = Renewal(resolved.expires_at, clock=self._renewal.clock)
 
 
 def _rows_at(table: pa.Table, positions: npt.NDArray[np.int64]) -> pa.Table:

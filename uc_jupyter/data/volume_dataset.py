@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -37,7 +38,8 @@ from uc_jupyter.data.local_downloads import LocalDownloads
 from uc_jupyter.data.local_volume import LocalVolume
 from uc_jupyter.data.partition import OnUneven
 from uc_jupyter.data.prefetch import Prefetcher
-from uc_jupyter.data.remote import Listing, RemoteFile, RetryPolicy, list_volume
+from uc_jupyter.data.remote import Listing, RemoteFile, RetryPolicy, VolumeReadError, list_volume
+from uc_jupyter.data.renewal import Renewal, RenewingDownloads
 from uc_jupyter.data.s3_reader import reader_for
 from uc_jupyter.data.stats import DatasetStats
 from uc_jupyter.data.stream import PartitionedDataset, _Counters
@@ -78,6 +80,14 @@ class UCVolumeDataset(PartitionedDataset):
         pin_window: files handed out that stay pinned while the cache has room, for a consumer
             that does not report its batches (see below).
         catalog: the catalog to resolve ``path`` with (default :func:`get_catalog`).
+        clock: epoch seconds, for when vended credentials are due (tests pass their own).
+
+    Vended credentials (a :class:`~uc_jupyter.catalog.rest.RestCatalog`) expire: before each pass,
+    and before each batch of downloads, a dataset whose credentials are within the vended cache's
+    margin of their expiry resolves ``path`` again (as the principal that made it, in each worker
+    through ``catalog``, or :func:`get_catalog` after a spawn) and reads on with the new ones. A
+    revoked grant therefore ends its reads at the next renewal. Embedded catalogs' options do not
+    expire and are never asked for again.
 
     How long a yielded path stays valid (remote volumes, and local ones read through the cache;
     a path read in place is the volume's own file): until the consumer has moved past the batch
@@ -134,6 +144,7 @@ class UCVolumeDataset(PartitionedDataset):
         retry: RetryPolicy | None = None,
         pin_window: int = 512,
         catalog: Catalog | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(shuffle=shuffle, seed=seed, on_uneven=on_uneven)
         # Every option checked before the catalog is asked: a bad value is the same error for anyone.
@@ -153,12 +164,19 @@ class UCVolumeDataset(PartitionedDataset):
         prefetch = opt.maybe_whole_number("prefetch", prefetch, minimum=1)
         self.pin_window = opt.whole_number("pin_window", pin_window, minimum=1)
         self.transform = opt.function("transform", transform)
+        clock = opt.function("clock", clock) or time.time
         if label_by is not None:
             opt.choice("label_by", label_by, ("folder",))
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"invalid retry {retry!r}: give a RetryPolicy or None")
-        resolved = (catalog or get_catalog()).resolve_volume_path(path)
+        resolving = catalog or get_catalog()
+        resolved = resolving.resolve_volume_path(path)
         self._local = st.is_local(resolved.url)
+        # Local files have no keys to renew; remote ones renew theirs as whoever made the dataset.
+        self._renewal = Renewal(None if self._local else resolved.expires_at, clock=clock)
+        self._principal = resolving.current_principal() if self._renewal.due is not None else None
+        self._catalog: Catalog | None = catalog
+        self._path = resolved.volume_path
         # Local volumes: every listing, check and read walks from the volume's root, no symlink followed.
         self._volume: LocalVolume | None = LocalVolume.of(resolved) if self._local else None
         # Images are decoded from image files only, unless include= says which files to read.
@@ -229,6 +247,7 @@ class UCVolumeDataset(PartitionedDataset):
         state = super().__getstate__()
         state["_fs"] = None
         state["_parent_fs"] = None
+        state["_catalog"] = None  # a catalog holds connections and locks: a spawned worker uses get_catalog()
         state["_lingering"] = []
         return state
 
@@ -383,12 +402,39 @@ class UCVolumeDataset(PartitionedDataset):
             wanted.append(Wanted(key, remote.size, name, source, f"{where}/{relative}"))
         return wanted
 
+    def _renew(self) -> bool:
+        """Resolve the folder again when its options are due (:mod:`uc_jupyter.data.renewal`) and use
+        the new ones from then on; True when it did."""
+        if not self._renewal.is_due():
+            return False
+        catalog = self._catalog or get_catalog()
+        assert self._principal is not None, "a dataset with options that expire knows who made it"
+        with catalog.as_principal(self._principal):
+            resolved = catalog.resolve_volume_path(self._path)
+        if resolved.url != self._url:  # dropped and made again elsewhere: the listing is not of it
+            raise VolumeReadError(
+                f"{self._path} now lies at {resolved.url}, not at {self._url} where it was listed; "
+                "make the dataset again"
+            )
+        self._storage_options = resolved.storage_options
+        self._renewal = Renewal(resolved.expires_at, clock=self._renewal.clock)
+        self._fs = None  # the next filesystem is made with the new options
+        return True
+
     def _downloads(self, counters: _Counters) -> Downloads:
         """Copies through checked descriptors for local volumes; the lean S3 reader where the
-        volume's options allow it; else fsspec on pool threads."""
+        volume's options allow it; else fsspec on pool threads. Options that expire are renewed
+        as the pass starts and before each batch of downloads."""
         threads = MAX_PREFETCH if self.prefetch is None else self.prefetch
         if self._volume is not None:
             return LocalDownloads(self._volume, self.listing.files, threads=min(threads, 16))
+        if self._renewal.due is None:
+            return self._remote_downloads(counters, threads)
+        self._renew()
+        return RenewingDownloads(lambda: self._remote_downloads(counters, threads), self._renew)
+
+    def _remote_downloads(self, counters: _Counters, threads: int) -> Downloads:
+        """The downloads of a remote volume with the options held now."""
 
         def on_retry() -> None:
             self._count(counters, retries=1)
