@@ -18,6 +18,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ from uc_jupyter.catalog import as_principal
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.catalog.locations import canonical_location
 from uc_jupyter.testing.moto_iam import MotoIam, moto_iam
+from uc_jupyter.testing.served import serving
 from uc_jupyter.ucserver.vendor import LIFETIME_ENV, Vendor, escape_iam, s3_policy
 
 SHARED, ISOLATED_A, ISOLATED_B = "lake", "lake-a", "lake-b"
@@ -491,3 +493,37 @@ def test_write_policies_add_put_delete_and_multipart_only() -> None:
     assert json.loads(json.dumps(s3_policy("s3://lake", write=True)))["Statement"][0]["Resource"] == [
         "arn:aws:s3:::lake/*"
     ]
+
+
+def _reapers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "uc-vend-reaper" and t.is_alive()]
+
+
+def test_a_stopped_server_leaves_no_reaper_and_the_next_one_reaps_what_is_left(moto: MotoIam, tmp_path: Path) -> None:
+    """Stopping a server stops its reaper thread (no thread reaping against storage that may be gone);
+    the live vend's record stays in vends.db, and the next vendor over the home still ends it."""
+    home = tmp_path / "home"
+    others = set(_reapers())  # other tests' vendors in this process may have reapers of their own
+    with serving(home) as running:
+        with as_principal(ADMIN):
+            running.catalog.create_storage_credential("moto_role", moto.options(vending="iam-role-per-vend"))
+            running.catalog.create_external_location("iso", f"s3://{ISOLATED_B}", "moto_role")
+            running.catalog.create_catalog("v")
+            running.catalog.create_schema("v.s")
+            running.catalog.create_volume("v.s.b", f"s3://{ISOLATED_B}/data")
+            volume_id = running.catalog.get_volume("v.s.b").id
+        request = urllib.request.Request(
+            f"{running.url}/api/2.1/unity-catalog/temporary-volume-credentials",
+            data=json.dumps({"volume_id": volume_id, "operation": "READ_VOLUME"}).encode(),
+            headers={"Authorization": f"Bearer {running.admin_token}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request) as answer:
+            vended = json.loads(answer.read())
+        assert set(_reapers()) - others, "a live vend has a reaper while the server runs"
+    assert set(_reapers()) - others == set()
+    assert len(Vendor(home, reaper=False).pending()) == 1  # left for the next server, not forgotten
+    s3 = _s3(moto, vended)
+    assert _outcome(lambda: s3.get_object(Bucket=ISOLATED_B, Key="data/x")) == "ok"
+    later = Vendor(home, reaper=False, clock=lambda: time.time() + 7200)  # the next server, after expiry
+    later.reap()
+    assert _outcome(lambda: s3.get_object(Bucket=ISOLATED_B, Key="data/x")) == "AccessDenied"

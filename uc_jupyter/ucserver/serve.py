@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from uc_jupyter.catalog.local import LocalCatalog
     from uc_jupyter.catalog.tokens import TokenStore
+    from uc_jupyter.ucserver.vendor import Vendor
 
 __all__ = ["GRACE_S", "HELP", "Listening", "add_arguments", "prepare", "run", "serve"]
 
@@ -85,17 +86,24 @@ def serve(catalog: LocalCatalog, host: str, port: int) -> None:
 @dataclass(frozen=True)
 class Listening:
     """A bound socket and the uvicorn server that will serve on it (:func:`prepare`); ``url`` has the
-    real port. :meth:`run` serves until ``server.should_exit`` is set, then closes the socket."""
+    real port. :meth:`run` serves until ``server.should_exit`` is set, then closes the socket and
+    stops the vendor's reaper (its records stay in ``vends.db`` for the next server)."""
 
     server: uvicorn.Server
     sock: socket.socket
     url: str
+    vendor: Vendor
 
     def run(self) -> None:
         try:
             self.server.run(sockets=[self.sock])
         finally:
-            self.sock.close()
+            self.close()
+
+    def close(self) -> None:
+        """Close the socket and stop the reaper thread; for a server that was never run, too."""
+        self.sock.close()
+        self.vendor.close()
 
 
 def prepare(
@@ -117,11 +125,12 @@ def prepare(
         >>> listening = prepare(LocalCatalog(tempfile.mkdtemp()), "127.0.0.1", 0)
         >>> listening.url.startswith("http://127.0.0.1:")
         True
-        >>> listening.sock.close()
+        >>> listening.close()
     """
     import uvicorn
 
     from uc_jupyter.ucserver.app import build_app
+    from uc_jupyter.ucserver.vendor import Vendor
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # proto given explicitly: asyncio sets TCP_NODELAY only on sockets whose proto is IPPROTO_TCP, and
@@ -135,8 +144,9 @@ def prepare(
         raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
+    vendor = Vendor(catalog.root)
     config = uvicorn.Config(
-        build_app(catalog, store),
+        build_app(catalog, store, vendor),
         log_level="warning",
         access_log=False,
         lifespan="off",
@@ -151,4 +161,4 @@ def prepare(
             if self.started:  # listening: the URL is what a caller waits for
                 on_started(url)
 
-    return Listening(Server(config), sock, url)
+    return Listening(Server(config), sock, url, vendor)

@@ -78,6 +78,7 @@ _STS_MINIMUM_S = 900  # AssumeRole's least DurationSeconds (boto3 refuses less b
 _READ_ACTIONS = ["s3:GetO*"]  # UC OSS's AwsPolicyGenerator: GetObject, GetObjectVersion, ...
 _WRITE_ACTIONS = ["s3:GetO*", "s3:PutO*", "s3:DeleteO*", "s3:*Multipart*"]
 _REAPER_IDLE_S = 30.0  # the reaper looks again at least this often while records remain
+_CLOSE_WAIT_S = 5.0  # how long close() waits for the reaper thread (a daemon: it cannot outlive the process)
 # One row per vended role. ``due_at``: when the reaper acts next; ``ended``: 0 while the vend lives (at
 # due_at its policy is deleted, which ends its session), 1 once it has ended (at due_at the role itself
 # is deleted: only after the STS session would have lapsed, since moto answers a deleted role's session
@@ -254,6 +255,7 @@ class Vendor:
         self._lock = threading.Lock()
         self._reaper_on = reaper
         self._wake = threading.Event()
+        self._closed = threading.Event()
         self._thread: threading.Thread | None = None
         if reaper and self.pending(ended=True):
             self._start_reaper()  # roles a stopped server left: reap the stale ones now
@@ -452,8 +454,18 @@ class Vendor:
             conn.execute("DELETE FROM vends WHERE role = ?", (role,))
             conn.execute("DELETE FROM reaper_keys WHERE role = ?", (role,))
 
+    def close(self) -> None:
+        """Stop the reaper thread (a server stopping): what it has not reaped yet stays in ``vends.db``
+        and the next vendor over this home reaps it. Vends made after this get no reaper."""
+        self._closed.set()
+        self._wake.set()
+        with self._lock:
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=_CLOSE_WAIT_S)  # a reap under way may be waiting on storage
+
     def _start_reaper(self) -> None:
-        if not self._reaper_on:
+        if not self._reaper_on or self._closed.is_set():
             return
         with self._lock:
             if self._thread is not None and self._thread.is_alive():
@@ -464,7 +476,7 @@ class Vendor:
 
     def _reap_loop(self) -> None:
         # A daemon thread: at process exit the records stay in vends.db and the next server reaps them.
-        while True:
+        while not self._closed.is_set():
             try:
                 self.reap()
                 pending = self.pending(ended=True)
