@@ -31,6 +31,9 @@ from uc_jupyter.server.browse import (
 )
 from uc_jupyter.testing.boards import pool_record
 
+# The sidebar's catalog calls, on the embedded catalog and over uc-jupyter serve (tests/conftest.py).
+pytestmark = pytest.mark.both_backends
+
 
 def _volume_folder(catalog: LocalCatalog, name: str) -> Path:
     return Path(catalog.resolve_volume_path("/Volumes/" + name.replace(".", "/")).path)

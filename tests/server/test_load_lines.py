@@ -12,7 +12,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from uc_jupyter.catalog import NotFound, PermissionDenied
+from uc_jupyter.catalog import Catalog, NotFound, PermissionDenied
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.demo import init_demo
 from uc_jupyter.jupyter.magics import LOAD_OPTIONS
@@ -28,6 +28,9 @@ from uc_jupyter.server.load_lines import (
     sample_folder,
     table_line,
 )
+
+# The sidebar's catalog calls, on the embedded catalog and over uc-jupyter serve (tests/conftest.py).
+pytestmark = pytest.mark.both_backends
 
 IMAGES_PER_CLASS = 4
 
@@ -187,9 +190,7 @@ def test_docstring_examples() -> None:
     assert result.attempted > 0 and result.failed == 0
 
 
-def _catalog() -> LocalCatalog:
+def _catalog() -> Catalog:
     from uc_jupyter.catalog import get_catalog
 
-    cat = get_catalog()
-    assert isinstance(cat, LocalCatalog)
-    return cat
+    return get_catalog()  # the test's backend: the embedded catalog, or RestCatalog over a served home
