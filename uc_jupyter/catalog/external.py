@@ -362,16 +362,34 @@ class ExternalStorage(Metastore):
             return {}
         return self._secrets.get("credential", location["credential"])
 
+    def credential_of_storage(self, storage_location: str) -> str | None:
+        """The storage credential of the external location holding a table's or volume's stored
+        ``storage_location`` (None: in no location, or one bound to no credential), for the server's
+        vendor once the caller's privilege on that object has been checked. A lookup: it checks no
+        privilege and gives a name, never options.
+
+        Example:
+            >>> cat.credential_of_storage("s3://lake/raw/images")  # doctest: +SKIP
+            'lake'
+        """
+        with self._transaction() as conn:
+            location = self._location_holding(conn, storage_location)
+        return None if location is None else cast("str | None", location["credential"])
+
+    def _location_holding(self, conn: sqlite3.Connection, stored: str) -> sqlite3.Row | None:
+        """The external location holding the stored location ``stored``. Both were resolved when they
+        were stored: a lexical comparison, with no realpath per location on every read (the checks at
+        creation used the disk). Locations never overlap, so at most one holds it."""
+        for location in conn.execute("SELECT * FROM external_locations"):
+            if _stored_contains(location["url"], stored):
+                return cast(sqlite3.Row, location)
+        return None
+
     def _storage_options_of(self, conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
         """What opens a table's or volume's storage: its location's credential, then its own options."""
         options: dict[str, Any] = {}
         if not row["managed"] and row["storage_location"]:
-            # Both were resolved when they were stored: a lexical comparison picks the credential, with
-            # no realpath per location on every read (the checks at creation used the disk).
-            for location in conn.execute("SELECT * FROM external_locations"):
-                if _stored_contains(location["url"], row["storage_location"]):
-                    options.update(self._location_options(location))
-                    break
+            options.update(self._location_options(self._location_holding(conn, row["storage_location"])))
         options.update(self._secrets.get("object", row["id"]))
         return options
 

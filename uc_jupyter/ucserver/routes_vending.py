@@ -46,7 +46,7 @@ from typing import Any, TypeVar
 
 from uc_jupyter.catalog import NotFound, PermissionDenied, ResolvedVolumePath
 from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.locations import canonical_location, location_contains
+from uc_jupyter.catalog.locations import canonical_location
 from uc_jupyter.catalog.names import VolumePath, parse_name
 from uc_jupyter.catalog.privileges import SecurableKind
 from uc_jupyter.catalog.wire_errors import WireError
@@ -119,7 +119,9 @@ def _vend_object(vendor: Vendor, cat: LocalCatalog, url: str, *, write: bool) ->
     name a vending mode (``static``: the credential's own keys), a role or an endpoint the admin never
     chose. Storage in no location with a credential (managed, or the server's own environment)
     vends with no options: file:// its URL, s3 a one-line refusal."""
-    credential = _credential_of(cat, url)
+    # The caller may not see the location: its privilege was checked on the object. Local storage
+    # vends no secret, whatever holds it.
+    credential = None if url.startswith("file://") else cat.credential_of_storage(url)
     return temporary_credentials_json(
         vendor.vend(url, _credential_options(cat, credential), write=write, credential=credential)
     )
@@ -150,21 +152,6 @@ def _keys_read_too(url: str) -> bool:
     (SELECT, READ VOLUME, READ FILES) besides the write one, as UC asks SELECT + MODIFY. Local
     storage vends no key, so its writes keep the embedded catalog's rule (the write privilege)."""
     return not url.startswith("file://")
-
-
-def _credential_of(cat: LocalCatalog, url: str) -> str | None:
-    """The storage credential of the external location holding ``url``, looked up as a metastore
-    admin (the caller may not see the location; the privilege was checked on the object)."""
-    if url.startswith("file://"):
-        return None  # local storage vends no secret, whatever holds it
-    admin = _admin_of(cat)
-    if admin is None:
-        return None
-    with cat.as_principal(admin):
-        for location in cat.list_external_locations():
-            if location_contains(location.url, url):
-                return location.credential_name
-    return None
 
 
 def table_credentials(vendor: Vendor, cat: LocalCatalog, call: Call) -> Json:
