@@ -26,6 +26,7 @@ from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.tables.spark import LocalServer, local_server, stop_local_server
 
 ADMIN = "admin"
+TEST_CACHE_FLOOR = 64 << 20
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -53,6 +54,11 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.delenv("UC_JUPYTER_SPARK_REMOTE", raising=False)
     for remote in ("UC_JUPYTER_CATALOG_URL", "UC_JUPYTER_TOKEN", "DATABRICKS_HOST", "DATABRICKS_TOKEN"):
         monkeypatch.delenv(remote, raising=False)  # a developer's catalog server must not receive the suite
+    # The suite writes megabytes, not gigabytes: its caches keep a small free-disk floor, so that whether it
+    # passes does not depend on how full the machine's shared disk is (the default floor, 10% of the disk
+    # up to 5 GiB, refused every download on a CI disk with less than that free).
+    monkeypatch.setenv("UC_JUPYTER_CACHE_MIN_FREE_BYTES", str(TEST_CACHE_FLOOR))
+    monkeypatch.delenv("UC_JUPYTER_CACHE_MAX_BYTES", raising=False)
     return home
 
 

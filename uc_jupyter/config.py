@@ -13,6 +13,10 @@
   ``get_catalog()`` is a REST client for it instead of the embedded catalog.
 - ``DATABRICKS_HOST`` and ``DATABRICKS_TOKEN``: the same for a Databricks workspace (used when
   ``UC_JUPYTER_CATALOG_URL`` is not set).
+- ``UC_JUPYTER_CACHE_MAX_BYTES`` and ``UC_JUPYTER_CACHE_MIN_FREE_BYTES``: the file cache's budget and
+  free-disk floor when a dataset does not give ``cache_max_bytes`` / ``min_free_bytes`` (defaults: half
+  the disk's free space, and 10% of the disk but at most 5 GiB); a machine's admin sets them once for
+  every notebook on a shared disk.
 
 Example:
     >>> import os
@@ -41,6 +45,8 @@ class Settings:
     token: str | None = field(default=None, repr=False)
     databricks_host: str | None = None
     databricks_token: str | None = field(default=None, repr=False)
+    cache_max_bytes: int | None = None
+    cache_min_free_bytes: int | None = None
 
     def remote_catalog(self) -> tuple[str, str, Literal["uc", "databricks"]] | None:
         """The catalog server to use as (url, token, dialect), None for the embedded catalog; a server
@@ -82,7 +88,24 @@ def settings() -> Settings:
         token=os.environ.get("UC_JUPYTER_TOKEN") or None,
         databricks_host=os.environ.get("DATABRICKS_HOST") or None,
         databricks_token=os.environ.get("DATABRICKS_TOKEN") or None,
+        cache_max_bytes=_byte_count("UC_JUPYTER_CACHE_MAX_BYTES", least=1),
+        cache_min_free_bytes=_byte_count("UC_JUPYTER_CACHE_MIN_FREE_BYTES", least=0),
     )
+
+
+def _byte_count(variable: str, *, least: int) -> int | None:
+    """A whole number of bytes from ``variable`` (None when unset or empty); anything else is a one-line
+    ValueError naming the variable, never a silent default."""
+    raw = os.environ.get(variable, "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw.replace("_", ""))
+    except ValueError:
+        value = least - 1
+    if value < least:
+        raise ValueError(f"invalid {variable}={raw!r}: give a whole number of bytes ({least} or more), or unset it")
+    return value
 
 
 def _os_user() -> str:

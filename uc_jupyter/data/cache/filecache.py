@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FileCache", "default_cache_dir"]
 
+DEFAULT_FLOOR_CAP = 5 << 30  # the default free-disk floor is 10% of the disk, at most this
 _DISK_PATIENCE = 5.0  # seconds a download waits for a full disk to get room before it gives up
 _PRIVATE_TMP = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 # Names of streamed files: unique within a process (whose pid names their folder).
@@ -57,8 +58,11 @@ class FileCache:
     Args:
         root: the cache folder (default ``$UC_JUPYTER_HOME/cache``): new, empty, or a cache already;
             a folder holding other files is refused (:class:`NotACacheFolder`), never emptied.
-        max_bytes: the byte budget (default: half of the disk's free space when first used).
-        min_free_bytes: never let the disk's free space fall below this (default 10% of the disk).
+        max_bytes: the byte budget (default ``UC_JUPYTER_CACHE_MAX_BYTES``, else half of the disk's
+            free space when first used).
+        min_free_bytes: never let the disk's free space fall below this (default
+            ``UC_JUPYTER_CACHE_MIN_FREE_BYTES``, else 10% of the disk but at most 5 GiB: a floor that
+            grows with a large disk would keep most of a nearly full shared disk out of reach).
         headroom: the fraction of the budget kept for files streamed past a full cache.
         grace_seconds: files of other groups used more recently than this are not evicted.
         wait_seconds: how long a download waits for room (or for another process's download of
@@ -105,9 +109,14 @@ class FileCache:
         self._checks = Checks(self._index, self._base)
         # The catalog refuses to register a table's or volume's storage over a reserved folder.
         reserve_folder(settings().home, self.root, layout.KIND)
+        configured = settings()
+        max_bytes = max_bytes if max_bytes is not None else configured.cache_max_bytes
+        min_free_bytes = min_free_bytes if min_free_bytes is not None else configured.cache_min_free_bytes
         disk = shutil.disk_usage(self.root)
         self.max_bytes = int(max_bytes) if max_bytes is not None else disk.free // 2
-        self.min_free_bytes = int(min_free_bytes) if min_free_bytes is not None else disk.total // 10
+        self.min_free_bytes = (
+            int(min_free_bytes) if min_free_bytes is not None else min(disk.total // 10, DEFAULT_FLOOR_CAP)
+        )
         self.reclaim_dead()
 
     # ---------------------------------------------------------------- public

@@ -1,0 +1,48 @@
+"""Settings from the environment: the cache's budget and floor variables."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from uc_jupyter.config import settings
+from uc_jupyter.data.cache import FileCache
+
+
+def test_the_cache_floor_and_budget_come_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UC_JUPYTER_CACHE_MAX_BYTES", "12_345_678")
+    monkeypatch.setenv("UC_JUPYTER_CACHE_MIN_FREE_BYTES", "0")
+    cache = FileCache(tmp_path / "c")
+    assert (cache.max_bytes, cache.min_free_bytes) == (12_345_678, 0)
+    given = FileCache(tmp_path / "c", max_bytes=1000, min_free_bytes=7)  # a dataset's own values win
+    assert (given.max_bytes, given.min_free_bytes) == (1000, 7)
+
+
+def test_without_the_variables_the_floor_is_a_tenth_of_the_disk_but_never_more_than_5_gib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("UC_JUPYTER_CACHE_MIN_FREE_BYTES")
+    cache = FileCache(tmp_path / "c")
+    disk = shutil.disk_usage(tmp_path)
+    assert cache.min_free_bytes == min(disk.total // 10, 5 << 30)
+    assert 0 < cache.max_bytes <= disk.free
+
+
+@pytest.mark.parametrize("variable", ["UC_JUPYTER_CACHE_MAX_BYTES", "UC_JUPYTER_CACHE_MIN_FREE_BYTES"])
+@pytest.mark.parametrize("raw", ["10GB", "-5", "1.5"])
+def test_a_bad_byte_count_is_a_one_line_error_naming_the_variable(
+    variable: str, raw: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(variable, raw)
+    with pytest.raises(ValueError, match=rf"^invalid {variable}='{raw}': give a whole number of bytes \(\d or more\)"):
+        settings()
+
+
+def test_a_zero_budget_is_refused_but_a_zero_floor_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UC_JUPYTER_CACHE_MIN_FREE_BYTES", "0")
+    assert settings().cache_min_free_bytes == 0
+    monkeypatch.setenv("UC_JUPYTER_CACHE_MAX_BYTES", "0")
+    with pytest.raises(ValueError, match=r"^invalid UC_JUPYTER_CACHE_MAX_BYTES='0': .*\(1 or more\)"):
+        settings()
