@@ -46,6 +46,22 @@ $(UCCLIENT_STAMP):
 .PHONY: ucclient
 ucclient: $(UCCLIENT_STAMP)
 
+# Azurite, the Azure Storage emulator, for the az:// and abfss:// volume tests: from npm into the project's
+# own .azurite/ (no global install, no lockfile). The stamp names the version, as for ucclient. Azurite says
+# it wants Node 22; its blob service runs on the Node 20 here (npm's engine warnings are silenced).
+AZURITE_VERSION := 3.37.0
+AZURITE_STAMP := .azurite/.installed-$(AZURITE_VERSION)
+
+$(AZURITE_STAMP):
+	@command -v npm >/dev/null 2>&1 || { echo "npm (Node.js) is needed for Azurite: install nodejs and npm"; exit 1; }
+	mkdir -p .azurite
+	npm install --prefix .azurite --no-save --no-package-lock --no-audit --no-fund --loglevel=error \
+	  azurite@$(AZURITE_VERSION)
+	@touch $@
+
+.PHONY: azurite
+azurite: $(AZURITE_STAMP)
+
 # Spark Connect (tables) needs Java 17; as root on a fresh Debian machine it is installed here.
 java:
 	@command -v java >/dev/null 2>&1 || { \
@@ -69,7 +85,7 @@ lint: $(STAMP) labextension
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: lint java chromium ucclient
+test: lint java chromium ucclient azurite
 	$(VENV)/bin/pytest
 
 # The tutorials in JupyterLab, on the demo catalog (root needs --allow-root, e.g. in containers).
@@ -81,5 +97,5 @@ bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(UCCLIENT_VENV) build dist .mypy_cache .pytest_cache .ruff_cache uc_jupyter/labextension \
+	rm -rf $(VENV) $(UCCLIENT_VENV) .azurite build dist .mypy_cache .pytest_cache .ruff_cache uc_jupyter/labextension \
 	  labextension/node_modules labextension/lib labextension/lib-test labextension/.yarn labextension/*.tsbuildinfo

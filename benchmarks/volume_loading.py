@@ -1,117 +1,118 @@
-"""Loading a remote volume folder of many small files into a PyTorch DataLoader, four ways.
+"""Loading a remote volume of small PNG-named files into PyTorch, at issue 16's conditions, against the bound.
 
-What is measured, side by side in one process run, over one folder of small random files served by
-:class:`~uc_jupyter.testing.s3_server.S3TestServer` (an S3 endpoint in its own process with a fixed
-latency per request and one shared link of a fixed bandwidth):
+The conditions (one run of this script, one machine; the numbers compare only within a run):
+- 5,000 and 20,000 files named ``.png`` (random bytes: nothing decodes them), sizes lognormal with
+  median 16 KiB and sigma 0.5, clipped to 2-128 KiB (mean about 18 KiB), seeded;
+- :class:`~uc_jupyter.testing.s3_server.S3TestServer` in its own process on 127.0.0.1: each request
+  waits a lognormal latency of mean 30 ms (sigma 0.6: median 25 ms, p99 about 100 ms; seeded), bytes
+  pass a 50 MB/s link shared by all connections and at most 25 MB/s per connection, and more than
+  256 requests in flight are answered 503 SlowDown;
+- batch 64, 2 DataLoader workers, shuffle; epoch 1 is timed from the dataset's construction, so the
+  listing and the workers' start are in it, and so is the time to the first batch.
 
-1. ``UCVolumeDataset`` through the shared file cache: epoch 1 (cold: every file is downloaded) and
-   warm epochs (the same dataset object again, every file should be a cache hit).
-2. The usual hand-written baseline: a map-style ``Dataset`` whose ``__getitem__`` reads one remote
-   file with ``s3fs`` (``cat_file``). Each item pays a full request latency inside a worker, so it
-   runs on a subset and its full-run time is extrapolated.
-3. Copy everything first (``s3fs`` ``get(..., recursive=True)``, which batches concurrently), then
-   read the local copy: training cannot start before the whole copy is done.
-4. The same files read from local disk by a plain ``Dataset``: the reference a warm epoch is held to.
-   Warm epochs and local-disk passes take well under a second, so they alternate for ``--rounds``
-   rounds and each reports its median pass: a busy spell of the machine weighs on both alike.
+Cases, per file count:
+1. ``UCVolumeDataset`` + ``uc_jupyter.data.DataLoader``, endpoint and keys in the volume's storage
+   options (its location's credential): epoch 1 (every file a miss), then warm epochs (every file a
+   hit) alternating with case 4's passes (``--rounds``; medians).
+2. The same with only the endpoint in the credential and the keys in ``AWS_*`` environment variables.
+3. Copy everything first (obstore, 128 GETs in flight: a fast copier), then read the copy: the first
+   batch waits for the whole copy.
+4. The same files on local disk (page cache warm), a plain map-style ``Dataset`` in torch's DataLoader.
+(The half-cache scenario runs in ``benchmarks/cache_budget.py``, on the same set-up.)
 
-Why: many small files is where per-request latency, not bandwidth, decides the throughput, and
-where per-file overhead in our own code (cache index, pins, threads) shows. The bandwidth bound
-(``total bytes / bandwidth``) is the best any approach can do on a cold epoch.
-
-Every case hands the training loop the same thing: the loop reads every file's bytes (datasets that
-yield local paths have them read by the loop; the s3fs baseline yields the bytes), and the bytes read
-are checked against the listing. Per case the table reports wall seconds, samples/s, time to the
-first batch, the fraction of the bandwidth bound, what the server sent (bytes, GETs, all requests),
-and CPU seconds of this process and its DataLoader workers (``getrusage``) and of the server process
-(``/proc``), so a run limited by the machine's CPUs rather than the network is visible.
-
-Targets: epoch 1 reaches >= 80% of the bandwidth bound with 2 workers; the warm epoch reaches >= 90%
-of the local-disk samples/s. Missing a target is reported, not an error (exit status 0).
+The bandwidth bound is ``total bytes / 50 MB/s``: no client finishes epoch 1 sooner. Little's law on
+the store gives the requests in flight it needs, beside the store's time-weighted mean over epoch 1.
+Client CPU (this process and its DataLoader workers, ``getrusage``) is reported per file. A goal
+missed is reported, not an error (exit 0). The loop reads every file's bytes, checked against the data.
 
 Usage:
-    python benchmarks/volume_loading.py [--files N] [--file-kib K] [--latency S]
-        [--bandwidth BYTES_PER_S] [--workers W] [--rounds R] [--baseline-files N]
+    python benchmarks/volume_loading.py [--files 5000 20000] [--rounds 5] [--latency-mean 0.03]
+        [--bandwidth 50e6] [--workers 2] [--pass-limit 120]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import concurrent.futures
 import contextlib
+import dataclasses
+import math
+import multiprocessing
 import os
-import random
 import resource
 import shutil
 import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import torch.utils.data
 
-BUCKET = "bench"
-FOLDERS = 8  # sub-folders the files are spread over
 BATCH_SIZE = 64
 SEED = 1234
-BASELINE_BUDGET_S = 30.0  # the per-item baseline is sized down to about this long
-BASELINE_REQUESTS = 2  # per item: s3fs cat_file sends a HEAD, then the GET
-EPOCH1_TARGET = 0.80  # of the bandwidth bound, with 2 workers
-WARM_TARGET = 0.90  # of local-disk samples/s
-WARM_ROUNDS = 5  # warm epochs and local-disk passes, alternated
+LATENCY_SIGMA = 0.6
+CONNECTION_BANDWIDTH = 25e6
+MAX_IN_FLIGHT = 256
+COPY_IN_FLIGHT = 128  # the copy-first baseline's GETs at once
+REGION = "us-east-1"
+KEYS = {"AWS_ACCESS_KEY_ID": "uc-jupyter-test", "AWS_SECRET_ACCESS_KEY": "uc-jupyter-test"}
+PATHS = ("options", "env")  # the credential paths: keys in the volume's options, or in AWS_* variables
+EPOCH1_GOAL, FIRST_BATCH_GOAL_S, WARM_GOAL = 0.85, 0.5, 0.95  # issue 16's goals
+MISS_CPU_GOAL_S, HIT_CPU_GOAL_S = 0.3e-3, 20e-6
 
 
 @dataclass(frozen=True)
-class Env:
-    """What every case runs against."""
-
-    tmp: Path
-    server: Any  # S3TestServer
-    volume_path: str  # /Volumes/main/bench/data
-    remote_folder: str  # bench/data, as s3fs names it
-    local_folder: Path  # the bucket's folder on local disk
-    relatives: tuple[str, ...]  # file paths below the folder, sorted
-    total_bytes: int
-
-
-@dataclass(frozen=True)
-class LoaderPass:
-    """One pass over a DataLoader, as the training loop saw it."""
-
-    items: int
-    bytes_read: int
-    seconds: float
-    first_batch_seconds: float
-    missing: int = 0  # paths that no longer existed when the loop read them
-
-
-@dataclass(frozen=True)
-class Row:
-    """One measured case."""
+class Pass:
+    """One pass as the training loop saw it, and what it cost."""
 
     name: str
-    run: LoaderPass
-    full_files: int  # files a full run reads (more than run.items when run on a subset)
-    requests: int
-    gets: int
-    bytes_sent: int
-    cpu_seconds: float  # this process and its reaped children (DataLoader workers)
-    server_cpu_seconds: float
+    files: int
+    seconds: float  # from the dataset's construction (epoch 1) or the pass's start (the others)
+    first_batch_seconds: float
+    bytes_read: int
+    cpu_seconds: float  # this process and its reaped children (the DataLoader workers)
+    server_cpu_seconds: float = 0.0
+    store: dict[str, Any] = field(default_factory=dict)  # the server's stats after the pass
+    stopped: bool = False  # left at --pass-limit
 
     @property
     def rate(self) -> float:
-        return self.run.items / self.run.seconds if self.run.seconds else float("inf")
+        return self.files / self.seconds if self.seconds else math.inf
 
     @property
-    def full_seconds(self) -> float:
-        """Wall seconds of a full run (extrapolated at the measured rate for a subset)."""
-        return self.run.seconds if self.run.items >= self.full_files else self.full_files / self.rate
+    def cpu_per_file(self) -> float:
+        return self.cpu_seconds / max(self.files, 1)
+
+    def of_bound(self, bandwidth: float) -> float:
+        """The bandwidth bound of the bytes read over the seconds taken (1.0: at the bound)."""
+        return self.bytes_read / bandwidth / self.seconds if self.seconds else math.inf
+
+    @property
+    def bytes_sent(self) -> int:
+        return int(self.store.get("bytes_sent", 0))
+
+    def in_flight(self, what: str = "mean") -> float:
+        return float(self.store.get("in_flight", {}).get(what, 0.0))
 
 
-# ------------------------------------------------------------------------------------ datasets
+@dataclass(frozen=True)
+class Sizes:
+    """The results for one file count."""
+
+    files: int
+    total_bytes: int
+    cold: dict[str, Pass]  # by credential path
+    warm: dict[str, Pass]  # the median warm epoch, by credential path
+    local: Pass  # the median pass over local disk
+    copy_first: Pass
+
+
+# ------------------------------------------------------------------------------------ measuring
 class LocalFiles(torch.utils.data.Dataset[str]):
     """A plain map-style dataset of local file paths (the loop reads them)."""
 
@@ -125,211 +126,200 @@ class LocalFiles(torch.utils.data.Dataset[str]):
         return self.paths[index]
 
 
-class S3PerItem(torch.utils.data.Dataset[bytes]):
-    """The hand-written baseline: one ``s3fs`` read per item, one filesystem per worker process."""
-
-    def __init__(self, folder: str, relatives: Sequence[str], storage_options: dict[str, Any]) -> None:
-        self.paths = [f"{folder}/{r}" for r in relatives]
-        self.storage_options = storage_options
-        self._fs: tuple[int, Any] | None = None
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    def __getitem__(self, index: int) -> bytes:
-        if self._fs is None or self._fs[0] != os.getpid():  # async filesystems do not survive a fork
-            import s3fs
-
-            self._fs = (os.getpid(), s3fs.S3FileSystem(skip_instance_cache=True, **self.storage_options))
-        data: bytes = self._fs[1].cat_file(self.paths[index])
-        return data
-
-
-# ------------------------------------------------------------------------------------ timing
-def _read(item: object) -> int | None:
-    """The training loop's work per item: read a path's bytes (None: it is gone), or take the bytes."""
-    if isinstance(item, bytes):
-        return len(item)
-    try:
-        with open(str(item), "rb") as handle:
-            return len(handle.read())
-    except FileNotFoundError:
-        return None
-
-
-def time_loader(dataset: torch.utils.data.Dataset[Any], workers: int) -> LoaderPass:
-    """Iterate ``dataset`` once through a DataLoader, reading every item in the loop."""
-    loader = torch.utils.data.DataLoader(
-        dataset,
-        batch_size=BATCH_SIZE,
-        num_workers=workers,
-        collate_fn=list,
-        persistent_workers=False,
-        multiprocessing_context="fork" if workers else None,
+def _cpu_seconds() -> float:
+    return sum(
+        usage.ru_utime + usage.ru_stime
+        for usage in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
     )
-    items = nbytes = missing = 0
-    first = 0.0
+
+
+def timed(name: str, server: Any, make: Callable[[], Any], limit: float) -> Pass:
+    """One pass over the loader ``make()`` returns, timed from the call of ``make`` (the dataset's
+    construction, where ``make`` builds it), the loop reading every path's bytes; left after
+    ``limit`` seconds (a pass that slow is reported with the files it got to)."""
+    server.reset()
+    cpu, server_cpu = _cpu_seconds(), server.cpu_seconds()
     start = time.perf_counter()
-    batches = iter(loader)
+    items = nbytes = 0
+    first = 0.0
+    stopped = False
+    batches = iter(make())
     try:
         for batch in batches:
             if not items:
                 first = time.perf_counter() - start
             items += len(batch)
-            for item in batch:
-                size = _read(item)
-                nbytes += size or 0
-                missing += size is None
+            for path in batch:
+                with open(path, "rb") as handle:
+                    nbytes += len(handle.read())
+            if time.perf_counter() - start > limit:
+                stopped = True
+                break
     finally:
         del batches  # on an error too: stops and joins the workers before the folders are removed
-    return LoaderPass(items, nbytes, time.perf_counter() - start, first, missing)
+    seconds = time.perf_counter() - start
+    cpu, server_cpu = _cpu_seconds() - cpu, server.cpu_seconds() - server_cpu
+    result = Pass(name, items, seconds, first, nbytes, cpu, server_cpu, server.stats(), stopped)
+    print(f"  {name}: {items} files in {seconds:.2f} s", flush=True)
+    return result
 
 
-def _cpu_seconds() -> float:
-    total = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        usage = resource.getrusage(who)
-        total += usage.ru_utime + usage.ru_stime
-    return total
-
-
-def _process_cpu_seconds(pid: int) -> float:
-    """CPU seconds of a running process (Linux ``/proc``; NaN elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def measure(env: Env, name: str, run: Callable[[], LoaderPass], full_files: int | None = None) -> Row:
-    """Run one case with the server's counters reset, and collect what it cost."""
-    server = env.server
-    server.reset()
-    cpu, server_cpu = _cpu_seconds(), _process_cpu_seconds(server.process.pid)
-    result = run()
-    cpu, server_cpu = _cpu_seconds() - cpu, _process_cpu_seconds(server.process.pid) - server_cpu
-    stats = server.stats()
-    row = Row(
-        name=name,
-        run=result,
-        full_files=full_files or result.items,
-        requests=sum(stats["requests"].values()),
-        gets=sum(stats["gets"].values()),
-        bytes_sent=int(stats["bytes_sent"]),
-        cpu_seconds=cpu,
-        server_cpu_seconds=server_cpu,
+def torch_loader(dataset: torch.utils.data.Dataset[Any], workers: int) -> torch.utils.data.DataLoader[Any]:
+    return torch.utils.data.DataLoader(
+        dataset,
+        batch_size=BATCH_SIZE,
+        shuffle=True,
+        num_workers=workers,
+        collate_fn=list,
+        persistent_workers=False,
+        multiprocessing_context="fork" if workers else None,
     )
-    print(f"  {name}: {result.items} files in {result.seconds:.2f} s", flush=True)
-    return row
-
-
-def _expect_bytes(run: LoaderPass, expected: int, name: str) -> None:
-    if run.missing:
-        print(f"  WARNING {name}: {run.missing} of {run.items} paths were gone when the loop read them")
-    if run.bytes_read != expected:
-        print(f"  WARNING {name}: the loop read {run.bytes_read} bytes, the files hold {expected}")
 
 
 # ------------------------------------------------------------------------------------ cases
-def run_volume_dataset(env: Env, workers: int, rounds: int) -> tuple[Row, Row, Row]:
-    """Case 1 (cold, then warm) and case 4, the warm epochs alternating with local-disk passes."""
-    from uc_jupyter.data import FileCache, UCVolumeDataset
-
-    budget = {"cache_max_bytes": 2 * env.total_bytes, "min_free_bytes": 0}
-    # Create the cache's index before the workers start, as a cache in use already has it: two
-    # processes creating it at the same moment can fail with "database is locked".
-    FileCache(env.tmp / "cache", max_bytes=budget["cache_max_bytes"], min_free_bytes=0)
-    started = time.perf_counter()
-    dataset = UCVolumeDataset(env.volume_path, recursive=True, cache_dir=env.tmp / "cache", **budget)
-    listed = len(dataset.listing.files)
-    print(f"  UCVolumeDataset: listed {listed} files in {time.perf_counter() - started:.2f} s")
-    if listed != len(env.relatives):
-        print(f"  WARNING: listed {listed} files, wrote {len(env.relatives)}")
-    cold = measure(env, "UCVolumeDataset epoch 1 (cold)", lambda: time_loader(dataset, workers))
-    _expect_bytes(cold.run, env.total_bytes, cold.name)
-    warm: list[Row] = []
-    local: list[Row] = []
-    for epoch in range(1, rounds + 1):
-        dataset.set_epoch(epoch)
-        warm.append(measure(env, f"UCVolumeDataset warm (median of {rounds})", lambda: time_loader(dataset, workers)))
-        _expect_bytes(warm[-1].run, env.total_bytes, warm[-1].name)
-        local.append(run_local(env, workers, rounds))
-    return cold, _median(warm), _median(local)
+@contextlib.contextmanager
+def credentials(path: str) -> Iterator[None]:
+    """The process environment of one credential path: AWS_* keys for "env", none for "options"."""
+    saved = {name: os.environ.pop(name, None) for name in (*KEYS, "AWS_REGION", "AWS_DEFAULT_REGION")}
+    if path == "env":
+        os.environ.update({**KEYS, "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION})
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
 
 
-def _median(rows: Sequence[Row]) -> Row:
-    """The row of the median pass (by wall seconds)."""
-    return sorted(rows, key=lambda row: row.run.seconds)[len(rows) // 2]
+def volume_loader(folder: str, cache: Path, budget: int, workers: int) -> Any:
+    """The dataset and loader as a user makes them (built inside the timed region; the workers'
+    start method is the DataLoader's own choice)."""
+    from uc_jupyter.data import DataLoader, UCVolumeDataset
 
-
-def baseline_files(env: Env, workers: int, wanted: int, latency: float, bandwidth: float) -> int:
-    """How many files the per-item baseline reads: ``wanted``, or fewer to stay near its time budget."""
-    mean_size = env.total_bytes / len(env.relatives)
-    per_item = BASELINE_REQUESTS * latency + (mean_size / bandwidth if bandwidth else 0.0) + 0.003
-    affordable = int(BASELINE_BUDGET_S * max(workers, 1) / per_item)
-    return max(min(BATCH_SIZE, len(env.relatives)), min(wanted, len(env.relatives), affordable))
-
-
-def run_per_item(env: Env, workers: int, count: int) -> Row:
-    """Case 2: one s3fs read per item, on the first ``count`` files."""
-    dataset = S3PerItem(env.remote_folder, env.relatives[:count], env.server.storage_options)
-    name = f"s3fs per item ({count} files)"
-    return measure(env, name, lambda: time_loader(dataset, workers), full_files=len(env.relatives))
-
-
-def run_copy_first(env: Env, workers: int) -> Row:
-    """Case 3: copy the folder with s3fs, then read the copy; the first batch waits for the copy."""
-    import s3fs
-
-    target = env.tmp / "copy"
-
-    def copy_then_read() -> LoaderPass:
-        start = time.perf_counter()
-        fs = s3fs.S3FileSystem(skip_instance_cache=True, **env.server.storage_options)
-        fs.get(env.remote_folder + "/", str(target) + "/", recursive=True)
-        copied = time.perf_counter() - start
-        local = time_loader(LocalFiles(target, env.relatives), workers)
-        return LoaderPass(
-            local.items,
-            local.bytes_read,
-            copied + local.seconds,
-            copied + local.first_batch_seconds,
-            local.missing,
-        )
-
-    row = measure(env, "copy all first, then read", copy_then_read)
-    _expect_bytes(row.run, env.total_bytes, row.name)
-    return row
-
-
-def run_local(env: Env, workers: int, rounds: int) -> Row:
-    """Case 4: the files on local disk (page cache warm), read by a plain Dataset."""
-    row = measure(
-        env,
-        f"local disk, plain Dataset (median of {rounds})",
-        lambda: time_loader(LocalFiles(env.local_folder, env.relatives), workers),
+    dataset = UCVolumeDataset(
+        folder, recursive=True, shuffle=True, seed=SEED, cache_dir=cache, cache_max_bytes=budget, min_free_bytes=0
     )
-    _expect_bytes(row.run, env.total_bytes, row.name)
-    return row
+    return DataLoader(
+        dataset,
+        batch_size=BATCH_SIZE,
+        num_workers=workers,
+        collate_fn=list,
+        persistent_workers=False,  # each epoch starts its workers, and getrusage counts them when it ends
+        mlflow=False,
+    )
 
 
-# ------------------------------------------------------------------------------------ setup
-def write_files(folder: Path, count: int, kib: float, seed: int = SEED) -> tuple[tuple[str, ...], int]:
-    """``count`` files of random bytes, ``kib`` KiB on average (0.5x to 1.5x), over a few sub-folders."""
-    rng = random.Random(seed)
-    mean = kib * 1024
-    relatives: list[str] = []
-    total = 0
-    for i in range(count):
-        relative = f"part-{i % FOLDERS:02d}/file-{i:06d}.bin"
-        size = max(1, int(rng.uniform(0.5 * mean, 1.5 * mean)))
-        path = folder / relative
+def run_size(env: Env, count: int, args: argparse.Namespace) -> Sizes:
+    """Cases 1 to 4 on ``count`` files."""
+    cold, warm, local = {}, {}, []
+    for path in PATHS:
+        with credentials(path):
+            cold[path], warm[path] = run_path(env, count, path, args, local)
+    return Sizes(count, env.sizes[count][1], cold, warm, _median(local), run_copy_first(env, count, args))
+
+
+def run_path(env: Env, count: int, path: str, args: argparse.Namespace, local: list[Pass]) -> tuple[Pass, Pass]:
+    """Cases 1 or 2 (by ``path``): epoch 1, then the median of the warm epochs, each followed by a
+    pass of case 4 (appended to ``local``): a busy spell of the machine weighs on both alike."""
+    relatives, total = env.sizes[count]
+    cache = env.tmp / f"cache-{path}-{count}"
+    made: list[Any] = []
+
+    def first_epoch() -> Any:
+        made.append(volume_loader(f"/Volumes/main/bench/{path}/n{count}", cache, 2 * total, args.workers))
+        return made[0]
+
+    def local_disk() -> Any:
+        return torch_loader(LocalFiles(env.root / "options" / f"n{count}", relatives), args.workers)
+
+    limit = args.pass_limit
+    cold = checked(timed(f"{path}: epoch 1", env.server, first_epoch, limit), total)
+    warm = []
+    for _ in range(args.rounds):
+        warm.append(checked(timed(f"{path}: warm epoch", env.server, lambda: made[0], limit), total))
+        local.append(checked(timed("local disk", env.server, local_disk, limit), total))
+    made.clear()
+    shutil.rmtree(cache, ignore_errors=True)
+    return cold, _median(warm)
+
+
+def run_copy_first(env: Env, count: int, args: argparse.Namespace) -> Pass:
+    """Case 3: copy the folder first (obstore, ``COPY_IN_FLIGHT`` GETs at once: a fast copier, as
+    s5cmd or ``aws s3 sync`` with high concurrency would be), then read the copy.
+
+    The copier is a process of its own, started before the clock: a process that has made an
+    object_store request cannot fork DataLoader workers that make more, and the next cases fork."""
+    relatives, total = env.sizes[count]
+    target = env.tmp / f"copy-{count}"
+    copier_cpu: list[float] = []
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as copier:
+        copier.submit(int).result()  # started, and this module imported there, before the clock
+
+        def copy_then_load() -> Any:
+            copier_cpu.append(copier.submit(copy_all, env.server.endpoint, f"n{count}", str(target)).result())
+            return torch_loader(LocalFiles(target, relatives), args.workers)
+
+        row = checked(timed("copy all first, then read", env.server, copy_then_load, args.pass_limit), total)
+    shutil.rmtree(target, ignore_errors=True)
+    return dataclasses.replace(row, cpu_seconds=row.cpu_seconds + sum(copier_cpu))
+
+
+def copy_all(endpoint: str, prefix: str, target: str) -> float:
+    """Copy every object below ``prefix`` of the "options" bucket into ``target``; the CPU seconds it took."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    asyncio.run(_copy(endpoint, prefix, Path(target)))
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+async def _copy(endpoint: str, prefix: str, target: Path) -> None:
+    import obstore
+    from obstore.store import S3Store
+
+    store = S3Store(
+        "options",
+        endpoint=endpoint,
+        access_key_id=KEYS["AWS_ACCESS_KEY_ID"],
+        secret_access_key=KEYS["AWS_SECRET_ACCESS_KEY"],
+        region=REGION,
+        client_options={"allow_http": True},
+    )
+    gate = asyncio.Semaphore(COPY_IN_FLIGHT)
+
+    async def one(key: str) -> None:
+        async with gate:
+            data = await (await obstore.get_async(store, key)).bytes_async()
+        path = target / key.removeprefix(prefix + "/")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(rng.randbytes(size))
-        relatives.append(relative)
-        total += size
-    return tuple(sorted(relatives)), total
+        path.write_bytes(data)
+
+    keys = [meta["path"] async for page in obstore.list(store, prefix + "/") for meta in page]
+    await asyncio.gather(*(one(key) for key in keys))
+
+
+def checked(run: Pass, expected: int) -> Pass:
+    if run.stopped:
+        print(f"  WARNING {run.name}: stopped at {run.files} files after {run.seconds:.0f} s")
+    elif run.bytes_read != expected:
+        print(f"  WARNING {run.name}: the loop read {run.bytes_read} bytes, the files hold {expected}")
+    return run
+
+
+def _median(runs: Sequence[Pass]) -> Pass:
+    """The run of the median pass (by wall seconds)."""
+    return sorted(runs, key=lambda run: run.seconds)[len(runs) // 2]
+
+
+@dataclass(frozen=True)
+class Env:
+    """What every case runs against."""
+
+    tmp: Path
+    root: Path  # the server's folder: buckets "options" (the data) and "env" (a link to it)
+    server: Any  # S3TestServer
+    sizes: dict[int, tuple[tuple[str, ...], int]]  # file count -> (relative paths, total bytes)
 
 
 @contextlib.contextmanager
@@ -338,97 +328,146 @@ def bench_env(args: argparse.Namespace) -> Iterator[Env]:
     from uc_jupyter.catalog.local import LocalCatalog
     from uc_jupyter.testing.catalogs import external_location
     from uc_jupyter.testing.s3_server import S3TestServer
+    from uc_jupyter.testing.small_files import write_small_files
 
     tmp = Path(tempfile.mkdtemp(prefix="uc-bench-volume-"))
     server = None
     try:
-        local_folder = tmp / "s3" / BUCKET / "data"
+        root = tmp / "s3"
         started = time.perf_counter()
-        relatives, total = write_files(local_folder, args.files, args.file_kib)
-        # The generated volume goes to disk now, not while epoch 1 writes the cache (both would
-        # wait on the file system's journal, which a remote store's data never does).
-        os.sync()
-        print(f"wrote {len(relatives)} files, {total / 1e6:.1f} MB in {time.perf_counter() - started:.1f} s")
-        server = S3TestServer(tmp / "s3", latency=args.latency, bandwidth=args.bandwidth).start()
+        sizes = {
+            count: write_small_files(root / "options" / f"n{count}", count, seed=SEED + count) for count in args.files
+        }
+        (root / "env").symlink_to("options")  # the same objects, reached through another location
+        os.sync()  # to disk now, not while epoch 1 writes the cache (a remote store's data never waits on it)
+        written = sum(total for _, total in sizes.values())
+        print(f"wrote {sum(args.files)} files, {written / 1e6:.1f} MB in {time.perf_counter() - started:.1f} s")
+        server = S3TestServer(
+            root,
+            latency=args.latency_mean * math.exp(-(LATENCY_SIGMA**2) / 2),  # the server takes the median
+            latency_sigma=LATENCY_SIGMA,
+            bandwidth=args.bandwidth,
+            connection_bandwidth=CONNECTION_BANDWIDTH,
+            max_in_flight=MAX_IN_FLIGHT,
+            seed=SEED,
+            require_key=KEYS["AWS_ACCESS_KEY_ID"],  # each path must really send the keys it was given
+        ).start()
         os.environ["UC_JUPYTER_HOME"] = str(tmp / "home")
         os.environ["UC_JUPYTER_PRINCIPAL"] = "bench"
         catalog = LocalCatalog(tmp / "home")
         catalog.create_catalog("main")
         catalog.create_schema("main.bench")
-        external_location(catalog, f"s3://{BUCKET}", server.storage_options)
-        volume = catalog.create_volume("main.bench.data", f"s3://{BUCKET}/data")
-        yield Env(tmp, server, volume.path, f"{BUCKET}/data", local_folder, relatives, total)
+        external_location(catalog, "s3://options", server.storage_options)
+        external_location(catalog, "s3://env", {"endpoint_url": server.endpoint})  # the keys: AWS_* variables
+        for path in PATHS:
+            catalog.create_volume(f"main.bench.{path}", f"s3://{path}")
+        yield Env(tmp, root, server, sizes)
     finally:
         if server is not None:
             server.stop()
-        _remove(tmp)
-
-
-def _remove(folder: Path) -> None:
-    """Remove ``folder``, retrying briefly while exiting worker threads may still write into it."""
-    for _ in range(5):
-        shutil.rmtree(folder, ignore_errors=True)
-        if not folder.exists():
-            return
-        time.sleep(0.2)
-    print(f"WARNING: could not remove {folder}")
+        for _ in range(5):  # exiting worker threads may still write into it for a moment
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not tmp.exists():
+                break
+            time.sleep(0.2)
 
 
 # ------------------------------------------------------------------------------------ report
-def print_table(rows: Sequence[Row], bound_seconds: float) -> None:
+def print_passes(runs: Sequence[Pass], bandwidth: float) -> None:
     header = (
-        f"{'case':<34} {'files':>6} {'wall s':>7} {'files/s':>8} {'1st batch s':>11} {'full run s':>10} "
-        f"{'of bound':>8} {'GETs':>6} {'reqs':>6} {'MB sent':>8} "
-        f"{'CPU s':>6} {'srv CPU s':>9} {'CPU/wall':>8} {'gone':>5}"
+        f"{'pass':<28} {'files':>6} {'wall s':>7} {'files/s':>8} {'1st batch':>9} {'of bound':>8} {'GETs':>6} "
+        f"{'MB sent':>8} {'in flight':>9} {'busy':>5} {'peak':>5} {'503s':>5} {'CPU ms/file':>11} {'srv CPU s':>9} "
+        "client (User-Agent)"
     )
     print(header)
     print("-" * len(header))
-    for row in rows:
-        # Of the bandwidth bound: only meaningful for rows that download the data.
-        fraction = f"{bound_seconds / row.full_seconds:.1%}" if row.bytes_sent else "-"
-        cpu_per_wall = (row.cpu_seconds + row.server_cpu_seconds) / row.run.seconds
+    for run in runs:
+        store = run.store
+        clients = store.get("clients", {})
+        fraction = f"{run.of_bound(bandwidth):.2f}" if run.bytes_sent else "-"
         print(
-            f"{row.name:<34} {row.run.items:>6} {row.run.seconds:>7.2f} {row.rate:>8.0f} "
-            f"{row.run.first_batch_seconds:>11.2f} {row.full_seconds:>10.2f} {fraction:>8} "
-            f"{row.gets:>6} {row.requests:>6} {row.bytes_sent / 1e6:>8.1f} {row.cpu_seconds:>6.1f} "
-            f"{row.server_cpu_seconds:>9.1f} {cpu_per_wall:>8.2f} {row.run.missing:>5}"
+            f"{run.name:<28} {run.files:>6} {run.seconds:>7.2f} {run.rate:>8.0f} {run.first_batch_seconds:>9.2f} "
+            f"{fraction:>8} {sum(store.get('gets', {}).values()):>6} {run.bytes_sent / 1e6:>8.1f} "
+            f"{run.in_flight():>9.1f} {run.in_flight('busy_mean'):>5.1f} {run.in_flight('peak'):>5.0f} "
+            f"{store.get('refused', 0):>5} {1e3 * run.cpu_per_file:>11.3f} "
+            f"{run.server_cpu_seconds:>9.1f} {max(clients, key=clients.__getitem__) if clients else '-'}"
         )
 
 
-def print_verdicts(cold: Row, warm: Row, local: Row, bound_seconds: float, workers: int) -> None:
-    print(f"warm epoch re-downloaded {warm.bytes_sent} bytes in {warm.gets} GETs")
-    fraction = bound_seconds / cold.full_seconds
-    note = "" if workers == 2 else f" (the target is set for 2 workers; this run used {workers})"
-    verdict = "met" if fraction >= EPOCH1_TARGET else "MISSED"
-    print(f"target: epoch 1 >= {EPOCH1_TARGET:.0%} of the bandwidth bound: {fraction:.1%}, {verdict}{note}")
-    ratio = warm.rate / local.rate
-    verdict = "met" if ratio >= WARM_TARGET else "MISSED"
-    print(f"target: warm epoch >= {WARM_TARGET:.0%} of local-disk samples/s: {ratio:.1%}, {verdict}")
+def verdict(value: float, goal: float, at_least: bool) -> str:
+    """ "met", or how far from the goal as a share of it: "MISSED by 60%"."""
+    met = value >= goal if at_least else value <= goal
+    return "met" if met else f"MISSED by {abs(value / goal - 1):.0%}"
+
+
+def print_goals(results: Sequence[Sizes], args: argparse.Namespace, needed: float) -> None:
+    """Issue 16's table for this project: each measure per credential path, with its goal."""
+    rows: list[tuple[str, dict[str, float], float, bool, str]] = []
+    for size in results:
+        each = f"{size.files:,} files"
+        per = {p: size.cold[p].of_bound(args.bandwidth) for p in PATHS}
+        rows.append((f"epoch 1 / bandwidth bound, {each}", per, EPOCH1_GOAL, True, "{:.2f}"))
+        per = {p: size.cold[p].first_batch_seconds for p in PATHS}
+        rows.append((f"time to first batch (s), {each}", per, FIRST_BATCH_GOAL_S, False, "{:.2f}"))
+        per = {p: size.warm[p].rate / size.local.rate for p in PATHS}
+        rows.append((f"warm epoch / same files on local disk, {each}", per, WARM_GOAL, True, "{:.2f}"))
+        per = {p: 1e3 * size.cold[p].cpu_per_file for p in PATHS}
+        rows.append((f"client CPU per file, epoch 1 (ms), {each}", per, 1e3 * MISS_CPU_GOAL_S, False, "{:.3f}"))
+        per = {p: 1e3 * size.warm[p].cpu_per_file for p in PATHS}
+        rows.append((f"client CPU per file, warm (ms), {each}", per, 1e3 * HIT_CPU_GOAL_S, False, "{:.3f}"))
+        per = {p: 1e3 * (size.cold[p].cpu_per_file + size.warm[p].cpu_per_file) / 2 for p in PATHS}
+        rows.append((f"client CPU per file, both epochs (ms), {each}", per, 1e3 * MISS_CPU_GOAL_S, False, "{:.3f}"))
+        per = {p: size.cold[p].in_flight() for p in PATHS}
+        rows.append((f"mean requests in flight at the store, {each}", per, needed, True, "{:.0f}"))
+    width = max(len(row[0]) for row in rows)
+    print(f"{'measure':<{width}} | {'volume options (keys)':>24} | {'AWS_* variables':>24} | goal")
+    print("-" * (width + 70))
+    for name, per, goal, at_least, form in rows:
+        cells = " | ".join(f"{form.format(per[p]):>7} {verdict(per[p], goal, at_least):>16}" for p in PATHS)
+        print(f"{name:<{width}} | {cells} | {'>=' if at_least else '<='} {form.format(goal)}")
+    for size in results:
+        copy, bound = size.copy_first, size.total_bytes / args.bandwidth
+        print(
+            f"{size.files:,} files: bound {size.total_bytes / 1e6:.1f} MB / {args.bandwidth / 1e6:g} MB/s = "
+            f"{bound:.2f} s; copy-first {copy.of_bound(args.bandwidth):.2f} of it (first batch after "
+            f"{copy.first_batch_seconds:.2f} s); local disk {size.local.rate:.0f} files/s"
+        )
+
+
+def print_conditions(args: argparse.Namespace) -> float:
+    """Print the run's conditions; returns the requests in flight the bandwidth needs."""
+    from uc_jupyter.testing.small_files import MEAN_SIZE as mean_size
+
+    # Little's law on the store: each request holds a slot for its latency and its transfer.
+    needed: float = args.bandwidth / mean_size * (args.latency_mean + mean_size / CONNECTION_BANDWIDTH)
+    print(
+        f"files of mean {mean_size / 1024:.1f} KiB (lognormal: median 16 KiB, sigma 0.5); store latency mean "
+        f"{args.latency_mean * 1e3:g} ms (lognormal sigma {LATENCY_SIGMA}), {args.bandwidth / 1e6:g} MB/s shared, "
+        f"{CONNECTION_BANDWIDTH / 1e6:g} MB/s per connection, 503 above {MAX_IN_FLIGHT} in flight; batch "
+        f"{BATCH_SIZE}, {args.workers} workers, shuffle; {os.cpu_count()} CPUs; {needed:.0f} requests in flight "
+        "reach the bandwidth"
+    )
+    return needed
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--files", type=int, default=20000, help="number of files (default 20000)")
-    parser.add_argument("--file-kib", type=float, default=16.0, help="mean file size in KiB (default 16)")
-    parser.add_argument("--latency", type=float, default=0.03, help="server seconds per request (0.03)")
-    parser.add_argument("--bandwidth", type=float, default=50e6, help="server bytes/s, all together (50e6)")
-    parser.add_argument("--workers", type=int, default=2, help="DataLoader workers (default 2)")
-    parser.add_argument(
-        "--rounds", type=int, default=WARM_ROUNDS, help=f"warm epochs and local passes, alternated ({WARM_ROUNDS})"
-    )
-    parser.add_argument(
-        "--baseline-files",
-        type=int,
-        default=1000,
-        help="files the s3fs per-item baseline reads at most (1000)",
-    )
+    parser.add_argument("--files", type=int, nargs="+", default=[5000, 20000], help="file counts (5000 20000)")
+    parser.add_argument("--rounds", type=int, default=5, help="warm epochs and local passes, alternated (5)")
+    parser.add_argument("--latency-mean", type=float, default=0.03, help="mean seconds per request (0.03)")
+    parser.add_argument("--bandwidth", type=float, default=50e6, help="bytes/s, all connections (50e6)")
+    parser.add_argument("--workers", type=int, default=2, help="DataLoader workers (2)")
+    parser.add_argument("--pass-limit", type=float, default=120.0, help="seconds a pass may take, then left (120)")
     args = parser.parse_args(argv)
-    if args.files < 1 or args.file_kib <= 0 or args.latency < 0 or args.bandwidth < 0 or args.workers < 0:
-        parser.error("--files and --file-kib must be positive; --latency, --bandwidth, --workers >= 0")
+    if min(args.files) < BATCH_SIZE or args.rounds < 1 or args.workers < 0:
+        parser.error(f"--files must be >= {BATCH_SIZE}, --rounds >= 1, --workers >= 0")
+    if args.latency_mean < 0 or args.bandwidth <= 0:
+        parser.error("--latency-mean must be >= 0 and --bandwidth > 0")
+    args.files = sorted(set(args.files))
     return args
 
 
-def _exit_on_sigterm(main_pid: int) -> None:
+def exit_on_sigterm(main_pid: int) -> None:
     """SIGTERM unwinds the main process like Ctrl-C (so the server and temp folders go too)."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
@@ -443,20 +482,17 @@ def _exit_on_sigterm(main_pid: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    _exit_on_sigterm(os.getpid())
-    print(
-        f"{args.files} files of ~{args.file_kib:g} KiB, latency {args.latency:g} s/request, "
-        f"bandwidth {args.bandwidth / 1e6:g} MB/s, {args.workers} DataLoader workers, {os.cpu_count()} CPUs"
-    )
+    exit_on_sigterm(os.getpid())
+    needed = print_conditions(args)
+    results: list[Sizes] = []
     with bench_env(args) as env:
-        bound = env.total_bytes / args.bandwidth if args.bandwidth else 0.0
-        count = baseline_files(env, args.workers, args.baseline_files, args.latency, args.bandwidth)
-        cold, warm, local = run_volume_dataset(env, args.workers, args.rounds)
-        rows = [cold, warm, run_per_item(env, args.workers, count), run_copy_first(env, args.workers), local]
-    print(f"\nbandwidth bound: {env.total_bytes / 1e6:.1f} MB / {args.bandwidth / 1e6:g} MB/s = {bound:.2f} s")
-    print_table(rows, bound)
+        for count in args.files:
+            print(f"== {count} files")
+            size = run_size(env, count, args)
+            print_passes([*size.cold.values(), *size.warm.values(), size.copy_first, size.local], args.bandwidth)
+            results.append(size)
     print()
-    print_verdicts(cold, warm, rows[-1], bound, args.workers)
+    print_goals(results, args, needed)
 
 
 if __name__ == "__main__":

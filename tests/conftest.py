@@ -9,15 +9,26 @@ in-process ``uc-jupyter serve`` of the test's own home. Such a test runs twice, 
 and UC_JUPYTER_TOKEN are set), and ``as_principal(p)`` calls it with a token of ``p``, made when first
 needed. A test about the embedded store itself (its SQLite file, files on disk, processes sharing a
 home) is marked ``embedded_only("why")`` and runs on the embedded catalog only.
+
+object_store cannot run in a process forked from one that has made a request
+(:mod:`uc_jupyter.data.storage.objects`): a test whose own code reads object storage (a dataset
+iterated without workers, a listing or download made directly) is marked ``in_a_fork`` (a test using
+an S3 fixture is marked so by itself) and runs in a forked child, so the test process stays clean and
+every later test's DataLoader workers fork and read through object_store as a user's would. A test
+that leaves the process unclean without the mark fails, naming the mark: otherwise whether a test
+forks or spawns its workers would depend on the order the suite runs in.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import threading
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,6 +47,74 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "embedded_only(why): about the embedded catalog itself (SQLite, files on disk); local backend only"
     )
+    config.addinivalue_line(
+        "markers", "in_a_fork: run the test in a forked child, so its object_store requests leave this process clean"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run an ``in_a_fork`` test's function in a forked child (its fixtures are made here, in the parent)
+    and report how it ended; other tests run here as usual."""
+    from uc_jupyter.data.storage.objects import fork_safe
+
+    if pyfuncitem.get_closest_marker("in_a_fork") is None or not fork_safe():
+        return None
+    arguments = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: run, report, exit (never return into pytest)
+        outcome: tuple[str, str] | None = None
+        try:
+            os.close(read)
+            pyfuncitem.obj(**arguments)
+        except BaseException as exc:
+            skipped = isinstance(exc, pytest.skip.Exception)
+            outcome = ("skip" if skipped else "fail", str(exc) if skipped else "".join(traceback.format_exception(exc)))
+        finally:
+            with os.fdopen(write, "wb") as out:
+                pickle.dump(outcome, out)
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        try:
+            ended: Any = pickle.load(answer)
+        except EOFError:
+            ended = ("fail", "the forked test process died before it reported")
+    os.waitpid(pid, 0)
+    if ended is not None:
+        kind, text = ended
+        if kind == "skip":
+            pytest.skip(text)
+        pytest.fail(f"in the forked test process:\n{text}", pytrace=False)
+    return True
+
+
+@pytest.fixture(autouse=True)
+def _object_store_stays_out_of_the_test_process(request: pytest.FixtureRequest) -> Iterator[None]:
+    from uc_jupyter.data.storage.objects import fork_safe
+
+    clean = fork_safe()
+    yield
+    if clean and not fork_safe():
+        pytest.fail(
+            f"{request.node.nodeid} made an object_store request in the test process, which no later test's "
+            "forked workers could then make: mark it in_a_fork (or read in DataLoader workers)",
+            pytrace=False,
+        )
+
+
+# Fixtures that put an S3 volume within a test's reach: such a test runs in_a_fork (see the docstring).
+# Not every test that reads object storage: deltalake cannot run in a process forked from one that has
+# used it either (it panics), so a test writing Delta tables runs here, and is marked only if it also
+# reads volumes in its own process.
+_OBJECT_STORE_FIXTURES = frozenset({"s3", "s3_server", "s3_volume"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _OBJECT_STORE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.in_a_fork)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

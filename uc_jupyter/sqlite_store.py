@@ -59,7 +59,8 @@ class SqliteStore:
 
     ``schema`` statements run once, in one write transaction, when the store is created (use
     ``IF NOT EXISTS`` forms: every process runs them). ``remedy`` ends the message of a
-    :class:`CorruptDatabase` (what the owner of this file should do about a damaged one).
+    :class:`CorruptDatabase` (what the owner of this file should do about a damaged one). ``pragmas`` run
+    on every connection it opens (per-connection settings, such as how long the write-ahead log may grow).
     """
 
     def __init__(
@@ -70,8 +71,10 @@ class SqliteStore:
         busy_timeout: float = 60.0,
         foreign_keys: bool = False,
         remedy: str = "move it away and start again",
+        pragmas: Sequence[str] = (),
     ) -> None:
         self.path = Path(path)
+        self.pragmas = tuple(pragmas)  # run on every connection (per-connection settings)
         self.busy_timeout = busy_timeout
         self.foreign_keys = foreign_keys
         self.remedy = remedy
@@ -133,6 +136,8 @@ class SqliteStore:
         conn.execute("PRAGMA synchronous = NORMAL")
         if self.foreign_keys:
             conn.execute("PRAGMA foreign_keys = ON")
+        for pragma in self.pragmas:
+            conn.execute(pragma)
         return conn
 
     def _enable_wal(self) -> None:

@@ -84,6 +84,18 @@ def test_neighbours_do_not_overlap() -> None:
     assert locations_overlap("abfss://c@acct.dfs.core.windows.net/p", "az://c/p/q")  # no account in az://
 
 
+def test_one_container_name_in_two_azure_accounts_is_two_places() -> None:
+    # An external location in one account must not grant a volume in another: a service principal's
+    # credential signs for any account the URL names.
+    assert not location_contains("abfss://c@one.dfs.core.windows.net/p", "abfss://c@two.dfs.core.windows.net/p/q")
+    assert not locations_overlap("abfss://c@one.dfs.core.windows.net", "abfss://c@two.blob.core.windows.net")
+    assert location_contains("abfss://c@one.dfs.core.windows.net/p", "abfss://c@one.blob.core.windows.net/p/q")
+    # No account (az://) and an account (abfss://): they may be one place, but neither grants the other.
+    assert locations_overlap("az://c/p", "abfss://c@one.dfs.core.windows.net/p/q")
+    assert not location_contains("az://c/p", "abfss://c@one.dfs.core.windows.net/p/q")
+    assert not location_contains("abfss://c@one.dfs.core.windows.net/p", "az://c/p/q")
+
+
 @pytest.mark.parametrize(
     ("url", "why"),
     [

@@ -37,8 +37,25 @@ def test_what_we_cannot_read_is_one_line() -> None:
         volume_info({"name": "v", "schema_name": "s", "volume_type": "MANAGED"})
     with pytest.raises(CatalogError, match="name no url"):
         parse_vended({"expiration_time": 1})
-    with pytest.raises(CatalogError, match="azure_user_delegation_sas"):
-        parse_vended({"url": "abfss://x", "azure_user_delegation_sas": {"sas_token": "t"}})
+    with pytest.raises(
+        CatalogError, match="^the server vended azure_user_delegation_sas for abfss://x without its sas_token$"
+    ):
+        parse_vended({"url": "abfss://x", "azure_user_delegation_sas": {"sas": "t"}})
+    with pytest.raises(CatalogError, match="gcp_oauth_token for s3://b/p, which is not that kind of storage"):
+        parse_vended({"url": "s3://b/p", "gcp_oauth_token": {"oauth_token": "ya29"}})
+
+
+def test_azure_and_google_tokens_become_the_options_object_store_signs_with() -> None:
+    sas = parse_vended(
+        {
+            "url": "abfss://raw@lake.dfs.core.windows.net/v",
+            "expiration_time": 2_000_000,
+            "azure_user_delegation_sas": {"sas_token": "sv=1&sig=secret"},
+        }
+    )
+    assert sas.fsspec_options() == {"sas_token": "sv=1&sig=secret"} and "secret" not in repr(sas)
+    google = parse_vended({"url": "gs://lake/v", "gcp_oauth_token": {"oauth_token": "ya29.secret"}})
+    assert google.fsspec_options() == {"bearer_token": "ya29.secret"} and "secret" not in repr(google)
 
 
 def test_vended_secrets_stay_out_of_reprs() -> None:

@@ -452,9 +452,9 @@ def test_a_file_pinned_by_another_process_is_not_evicted(tmp_path: Path) -> None
 
 
 def test_the_cache_s_modules_show_working_examples() -> None:
-    from uc_jupyter.data.cache import admission, errors, handles, index, integrity, layout, ledger, pins
+    from uc_jupyter.data.cache import admission, disk, errors, handles, index, integrity, layout, ledger, pins
 
-    for module in (admission, errors, handles, index, integrity, layout, ledger, pins):
+    for module in (admission, disk, errors, handles, index, integrity, layout, ledger, pins):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.attempted > 0, module.__name__
         assert result.failed == 0, module.__name__

@@ -81,3 +81,12 @@ def test_a_stream_finds_the_consumer_bound_to_its_own_dataset_only() -> None:
         consumer.restore(previous)
     assert consumer.of(mine) is UNKNOWN
     assert not UNKNOWN.exact and UNKNOWN.start()() == sys.maxsize
+
+
+def test_the_files_in_use_are_every_batch_torch_asked_for_plus_the_loops() -> None:
+    """What a stream keeps room for in the cache beside its resident files (see prefetch._may_keep)."""
+    with_workers = Progress(workers=2, batch_size=64, prefetch_factor=4).consumer(1)
+    assert (with_workers.in_use, with_workers.streams) == ((4 * 2 + 1) * 64, 2)
+    alone = Progress(workers=0, batch_size=8).consumer(0)
+    assert (alone.in_use, alone.streams) == (2 * 8, 1)  # the loop's batch and the one being made
+    assert (UNKNOWN.in_use, UNKNOWN.streams) == (0, 1)  # says nothing: the cache's headroom decides

@@ -1,10 +1,15 @@
-"""The fetch-ahead of one stream through the cache: hits and misses in order, a budget too small
-for the files in flight, and download errors that must reach the consuming loop."""
+"""The fetch-ahead of one stream through the cache, through its public class: hits and misses in
+order, the window and its batched reservations, a budget too small for the files in flight (what is
+relieved), downloads cancelled when the consumer stops, download errors and a full disk that must
+reach the consuming loop, and the pace on an injected clock. Downloads are the test's own objects
+(:class:`Controlled`, the Downloads protocol) or fsspec's local filesystem."""
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import errno
 import os
+import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -16,12 +21,11 @@ from fsspec.implementations.local import LocalFileSystem
 
 from uc_jupyter.data import DataLoader, UCVolumeDataset, decode_bytes
 from uc_jupyter.data.cache import FileCache
+from uc_jupyter.data.consumer import Progress
 from uc_jupyter.data.downloads import ThreadDownloads, Wanted
 from uc_jupyter.data.held import Held
-from uc_jupyter.data.prefetch import Prefetcher
+from uc_jupyter.data.prefetch import MAX_DEPTH, RANK_DEPTH, Pace, Prefetcher, depth_cap
 from uc_jupyter.data.remote import RetryPolicy, VolumeReadError
-from uc_jupyter.data.s3_reader import S3Reader, reader_for
-from uc_jupyter.testing.s3_server import S3TestServer
 
 from .conftest import FakeClock, write_files
 
@@ -68,6 +72,60 @@ def consume_within(seconds: float, fetch: Prefetcher, wanted: Sequence[Wanted]) 
     thread.join(seconds)
     assert outcome, f"the consuming loop still waits after {seconds} s"
     return outcome[0]
+
+
+class Controlled:
+    """Downloads of the test's own (the Downloads protocol): each copies its source file, at once,
+    or, with ``hold``, only when the test calls :meth:`finish`; ``cancel`` ends what is held with
+    an error, as a download that stopped does. ``took`` seconds of ``clock`` pass per started batch
+    (the batch's downloads run side by side); ``fail`` is raised by every download instead."""
+
+    def __init__(
+        self, *, hold: bool = False, clock: FakeClock | None = None, took: float = 0.0, fail: Exception | None = None
+    ) -> None:
+        self.hold, self.clock, self.took, self.fail = hold, clock, took, fail
+        self.batches: list[list[str]] = []  # the remote paths of each start(), in order
+        self.held: dict[str, tuple[cf.Future[None], str]] = {}  # remote -> (future, local path)
+        self.cancelled: list[str] = []
+        self.started = threading.Event()  # set once a batch has started
+        self.closed = False
+
+    def start(self, jobs: Sequence[tuple[str, str, str]]) -> list[cf.Future[None]]:
+        self.batches.append([remote for remote, _, _ in jobs])
+        if self.clock is not None:
+            self.clock.sleep(self.took)
+        futures = []
+        for remote, local, _ in jobs:
+            future: cf.Future[None] = cf.Future()
+            future.set_running_or_notify_cancel()
+            if self.hold:
+                self.held[remote] = (future, local)
+            else:
+                self._end(future, remote, local)
+            futures.append(future)
+        self.started.set()
+        return futures
+
+    def finish(self, remote: str) -> None:
+        future, local = self.held.pop(remote)
+        self._end(future, remote, local)
+
+    def _end(self, future: cf.Future[None], remote: str, local: str) -> None:
+        if self.fail is not None:
+            future.set_exception(self.fail)
+            return
+        shutil.copyfile(remote, local)
+        future.set_result(None)
+
+    def cancel(self, futures: Sequence[cf.Future[None]]) -> None:
+        for remote, (future, _) in list(self.held.items()):
+            if future in futures:
+                del self.held[remote]
+                self.cancelled.append(remote)
+                future.set_exception(VolumeReadError(f"cannot read {remote}: cancelled"))
+
+    def close(self) -> None:
+        self.closed = True
 
 
 # ------------------------------------------------------------------ hits and misses
@@ -168,30 +226,6 @@ class FullDisk(LocalFileSystem):  # fsspec's local filesystem, whose downloads l
             target.write(source.read())  # ENOSPC from the kernel
 
 
-class ReaderOntoFullDisk:
-    """The lean S3 reader writing each body onto a full disk (a symlink to /dev/full per download:
-    a failed download removes its local path, which must not be the device)."""
-
-    def __init__(self, reader: S3Reader, folder: Path) -> None:
-        self._reader, self._folder = reader, folder
-        self._made = 0
-
-    def start(self, jobs: Sequence[tuple[str, str, str]]) -> list[cf.Future[None]]:
-        redirected = []
-        for remote, _, where in jobs:
-            self._made += 1
-            link = self._folder / f"full{self._made}"
-            link.symlink_to("/dev/full")
-            redirected.append((remote, str(link), where))
-        return self._reader.fetch_many(redirected, policy=ONCE)
-
-    def cancel(self, futures: Sequence[cf.Future[None]]) -> None:
-        self._reader.cancel(futures)
-
-    def close(self) -> None:
-        pass
-
-
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_a_full_disk_under_thread_downloads_raises_in_the_loop_naming_the_file(tmp_path: Path) -> None:
     files = source_files(tmp_path / "volume", [500] * 20)
@@ -206,35 +240,20 @@ def test_a_full_disk_under_thread_downloads_raises_in_the_loop_naming_the_file(t
     assert_nothing_left_in_flight(cache)
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-def test_a_full_disk_under_the_lean_s3_reader_raises_in_the_loop_naming_the_file(
-    tmp_path: Path, s3: S3TestServer
-) -> None:
-    bucket = s3.bucket("full")
-    for i in range(20):
-        (bucket / f"f{i:03d}.bin").write_bytes(os.urandom(500))
-    reader = reader_for("s3://full/", s3.storage_options)
-    assert reader is not None
-    wanted = [
-        Wanted(
-            FileCache.key(f"s3://full/f{i:03d}.bin", 500, "v"),
-            500,
-            f"f{i:03d}.bin",
-            f"full/f{i:03d}.bin",
-            f"/Volumes/main/ml/v/f{i:03d}.bin",
-        )
-        for i in range(20)
-    ]
+def test_a_full_disk_under_any_downloads_raises_in_the_loop_naming_the_file(tmp_path: Path) -> None:
+    """Whatever the Downloads (the storage seam's, threads, an event loop), ENOSPC in a download
+    reaches the consuming loop as one line naming the /Volumes path and the cache's disk."""
+    files = source_files(tmp_path / "volume", [500] * 20)
     cache = FileCache(tmp_path / "cache", max_bytes=10**6, min_free_bytes=0)
-    links = tmp_path / "links"
-    links.mkdir()
-    fetch = Prefetcher(cache, ReaderOntoFullDisk(reader, links), group="g", keep=True)
-    error = consume_within(30, fetch, wanted)
+    downloads = Controlled(fail=OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    fetch = Prefetcher(cache, downloads, group="g", keep=True)
+    error = consume_within(30, fetch, [w for w, _ in files])
     assert isinstance(error, VolumeReadError)
-    assert str(error).startswith(
-        f"cannot read /Volumes/main/ml/v/f000.bin: the disk holding the cache {cache.root} is full"
+    assert str(error) == (
+        f"cannot read /Volumes/main/ml/v/f000.bin: the disk holding the cache {cache.root} is full "
+        f"({os.strerror(errno.ENOSPC)}); free disk space, or lower cache_max_bytes or raise min_free_bytes "
+        "so that the cache leaves room"
     )
-    assert os.path.exists("/dev/full")
     assert_nothing_left_in_flight(cache)
 
 
@@ -244,3 +263,171 @@ def assert_nothing_left_in_flight(cache: FileCache) -> None:
     while cache.stats().in_flight_bytes and time.monotonic() < deadline:
         time.sleep(0.05)
     assert cache.stats().in_flight_bytes == 0
+
+
+# ------------------------------------------------------------------ the window, through a Downloads of our own
+
+
+def test_misses_start_in_order_in_batches_that_fill_the_window(tmp_path: Path) -> None:
+    files = source_files(tmp_path / "volume", [100] * 10)
+    wanted = [w for w, _ in files]
+    cache = FileCache(tmp_path / "cache", max_bytes=10**6, min_free_bytes=0)
+    downloads = Controlled()
+    fetch = Prefetcher(cache, downloads, group="g", keep=True, prefetch=4)
+    ahead = []
+    for yielded, got in enumerate(fetch.run(wanted), start=1):
+        ahead.append(sum(map(len, downloads.batches)) - yielded)  # started, not yet handed out
+        fetch.delivered(got)
+    sources = [w.source for w in wanted]
+    assert downloads.batches == [sources[0:4], sources[4:8], sources[8:10]]  # one reservation each
+    assert max(ahead) <= 4 - 1  # never more than the window ahead of the consumer
+    for leftover in fetch.lingering:
+        cache.release(leftover)
+    downloads.batches.clear()
+    again = Prefetcher(cache, downloads, group="g", keep=True, prefetch=4)
+    assert stream(again, wanted) == [content for _, content in files]
+    assert downloads.batches == []  # every file a hit: pinned, nothing started
+
+
+def test_the_window_reserves_only_what_fits_and_relieves_delivered_files_for_the_rest(tmp_path: Path) -> None:
+    """A budget for three files: the first top-up reserves what fits; the files after it wait
+    until the consumer reaches them, then the delivered files it is done with make room."""
+    files = source_files(tmp_path / "volume", [1000] * 8)
+    wanted = [w for w, _ in files]
+    clock = FakeClock()
+    cache = FileCache(tmp_path / "cache", max_bytes=3500, min_free_bytes=0, clock=clock, sleep=clock.sleep)
+    downloads = Controlled()
+    fetch = Prefetcher(cache, downloads, group="g", keep=True, prefetch=8)
+    assert stream(fetch, wanted) == [content for _, content in files]
+    assert len(downloads.batches[0]) < len(wanted)  # not every file was reserved up front
+    assert [s for batch in downloads.batches for s in batch] == [w.source for w in wanted]  # each once, in order
+    for leftover in fetch.lingering:
+        cache.release(leftover)
+    assert cache.stats().in_flight_bytes == 0
+    assert cache.stats().used_bytes <= 3500
+
+
+def test_closing_a_pass_cancels_its_downloads_and_gives_their_room_back(tmp_path: Path) -> None:
+    files = source_files(tmp_path / "volume", [1000] * 6)
+    wanted = [w for w, _ in files]
+    cache = FileCache(tmp_path / "cache", max_bytes=10**6, min_free_bytes=0)
+    downloads = Controlled(hold=True)
+    fetch = Prefetcher(cache, downloads, group="g", keep=True, prefetch=6)
+    run = fetch.run(wanted)
+    first: list[Any] = []
+    consumer = threading.Thread(target=lambda: first.append(next(run)), daemon=True)
+    consumer.start()  # it waits in next() for the first file
+    assert downloads.started.wait(10)
+    downloads.finish(wanted[0].source)
+    consumer.join(10)
+    assert Path(first[0].path).read_bytes() == files[0][1]
+    assert cache.stats().in_flight_bytes == 5 * 1000  # the other five reserved
+    fetch.delivered(first[0])
+    run.close()  # the consumer stops early
+    assert sorted(downloads.cancelled) == sorted(w.source for w in wanted[1:])
+    assert downloads.held == {}
+    assert cache.stats().in_flight_bytes == 0  # their room given back
+    for leftover in fetch.lingering:
+        cache.release(leftover)
+    assert cache.stats().entries == 1  # only the file that was downloaded stays
+
+
+def test_the_pace_measures_downloads_on_the_clock_it_is_given(tmp_path: Path) -> None:
+    files = source_files(tmp_path / "volume", [100] * 200)
+    clock = FakeClock()
+    cache = FileCache(tmp_path / "cache", max_bytes=10**6, min_free_bytes=0)
+    downloads = Controlled(clock=clock, took=0.25)
+    fetch = Prefetcher(cache, downloads, group="g", keep=True, clock=clock)
+    for got in fetch.run([w for w, _ in files]):
+        clock.sleep(0.01)  # the consumer's work per file
+        fetch.delivered(got)
+    assert fetch.pace.fetch_seconds == pytest.approx(0.25, abs=1e-6)
+    assert fetch.pace.consume_seconds >= 0.01 - 1e-6  # the consumer's own work per file at least, on that clock
+    assert len(downloads.batches[0]) == 64  # before anything was measured
+
+
+# ------------------------------------------------------------------ the pace, on its own clock
+
+
+class Ticks:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_pace_keeps_little_s_law_in_flight() -> None:
+    clock = Ticks()
+    pace = Pace(None, clock=clock)
+    assert pace.depth() == 64  # nothing measured yet: a first window that hides a store's latency
+    pace.fetched(0.1, waited=False)
+    clock.now = 0.05
+    pace.consumed(10)  # one file every 5 ms
+    assert pace.depth() == 22  # 0.1 / 0.005 in flight, plus 2
+    clock.now = 0.05 + 10.0
+    pace.consumed(10)  # a slow consumer: one file a second
+    assert pace.depth() == 4  # never fewer
+
+
+def test_the_pace_grows_its_margin_each_time_the_consumer_waited_and_caps_at_the_ceiling() -> None:
+    clock = Ticks()
+    pace = Pace(None, clock=clock)
+    clock.now = 10.0
+    pace.consumed(10)  # a slow consumer: Little's law alone asks for the floor
+    pace.fetched(0.1, waited=True)
+    assert (pace.margin, pace.depth()) == (2.0, 5)  # ceil(0.1 + 2) + 2
+    margins = []
+    for _ in range(4):
+        pace.fetched(0.1, waited=True)
+        margins.append(pace.margin)
+    assert margins == [4.0, 6.0, 9.0, 13.5]  # by half, at least 2: the cap within a few waits
+    for _ in range(100):
+        pace.fetched(0.1, waited=True)
+    assert pace.margin == MAX_DEPTH and pace.depth() == MAX_DEPTH
+    pace.fetched(0.1, waited=False)
+    assert pace.margin == pytest.approx(MAX_DEPTH - 0.05)  # shrinks slowly while nobody waits
+
+
+def test_a_rank_s_streams_share_one_ceiling_of_downloads_in_flight() -> None:
+    assert [depth_cap(n) for n in (1, 2, 3, 4, 8, 1000)] == [MAX_DEPTH, MAX_DEPTH, 85, 64, 32, 4]
+    assert all(n * depth_cap(n) <= RANK_DEPTH for n in range(1, 65))  # never more than a store takes at once
+    clock = Ticks()
+    pace = Pace(None, clock=clock, most=depth_cap(8))
+    assert pace.depth() == 32  # the first window too
+    for _ in range(100):
+        pace.fetched(0.1, waited=True)
+    assert pace.depth() == 32
+
+
+def test_a_fixed_prefetch_is_the_depth_whatever_is_measured() -> None:
+    pace = Pace(3, clock=Ticks())
+    pace.fetched(5.0, waited=True)
+    assert pace.depth() == 3
+
+
+def test_the_resident_set_leaves_room_for_the_files_in_use_and_the_rest_streams_in_batches(tmp_path: Path) -> None:
+    """A consumer that holds 8 files at once (two batches of 4) and a window of 4: the resident set
+    stops where the budget less its headroom still has room for them, and later misses stream
+    through the cache in whole windows, never one download at a time (which is what a resident set
+    up to the cap left: no room for the files in use)."""
+    files = source_files(tmp_path / "volume", [1000] * 40)
+    clock = FakeClock()
+    cache = FileCache(tmp_path / "cache", max_bytes=20_000, min_free_bytes=0, clock=clock, sleep=clock.sleep)
+    progress = Progress(workers=0, batch_size=4)
+    progress.new_pass()
+    downloads = Controlled()
+    fetch = Prefetcher(cache, downloads, group="g", keep=True, prefetch=4, consumer=progress.consumer(0))
+    kept = []
+    for position, got in enumerate(fetch.run([w for w, _ in files]), start=1):
+        kept.append(got.resident)
+        fetch.delivered(got)
+        if position % 4 == 0:
+            progress.moved_past(0)  # the loop asks for the batch after this one
+    # Room kept: (8 in use + 4 in the window) files, at most half the budget: 10,000 bytes of the
+    # 18,000 the resident set may take; checked before each window of 4.
+    assert kept == [True] * 12 + [False] * 28
+    assert [len(batch) for batch in downloads.batches] == [4] * 10
+    for leftover in fetch.lingering:
+        cache.release(leftover)
+    assert cache.stats().entries == 12 and cache.stats().in_flight_bytes == 0

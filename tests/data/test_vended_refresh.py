@@ -131,6 +131,7 @@ def _alice(served: Served) -> RestCatalog:
     return RestCatalog(served.url, served.admin_token, token_for=served.token_for)
 
 
+@pytest.mark.in_a_fork  # reads in this process: object_store
 def test_a_second_epoch_reads_every_file_after_the_first_keys_are_ended(short: Served, tmp_path: Path) -> None:
     rest = _alice(short)
     with rest.as_principal("alice"):
@@ -145,6 +146,7 @@ def test_a_second_epoch_reads_every_file_after_the_first_keys_are_ended(short: S
     assert _contents(dataset) == sorted(FILES.values())
 
 
+@pytest.mark.in_a_fork  # reads in this process: object_store
 def test_dataloader_workers_renew_their_own_keys(short: Served, tmp_path: Path) -> None:
     token = short.token_for("alice")
     assert token is not None
@@ -180,6 +182,7 @@ def test_a_spawned_table_reader_renews_before_reading_the_snapshot_again(
     assert sorted(x for batch in spawned for x in batch["x"].tolist()) == list(range(10))
 
 
+@pytest.mark.in_a_fork  # reads in this process: object_store
 def test_keys_are_asked_for_inside_the_margin_and_not_before(hour: Served, tmp_path: Path) -> None:
     now = [1_000.0]
     recording = Recording(_alice(hour))
@@ -204,6 +207,7 @@ def test_keys_are_asked_for_inside_the_margin_and_not_before(hour: Served, tmp_p
     assert len(recording.resolved) == 2  # the renewed keys are due only near their own expiry
 
 
+@pytest.mark.in_a_fork  # reads in this process: object_store
 def test_keys_falling_due_during_a_pass_are_renewed_before_the_next_downloads(hour: Served, tmp_path: Path) -> None:
     now = [1_000.0]
     recording = Recording(_alice(hour))
@@ -221,6 +225,7 @@ def test_keys_falling_due_during_a_pass_are_renewed_before_the_next_downloads(ho
     assert len(recording.resolved) == 2  # renewed once, mid-pass
 
 
+@pytest.mark.in_a_fork  # reads in this process: object_store
 def test_a_renewal_is_a_new_privilege_check(hour: Served, tmp_path: Path) -> None:
     now = [1_000.0]
     recording = Recording(_alice(hour))
@@ -239,6 +244,7 @@ def test_a_renewal_is_a_new_privilege_check(hour: Served, tmp_path: Path) -> Non
             hour.catalog.grant("v.s.a", "READ VOLUME", "alice")
 
 
+@pytest.mark.in_a_fork  # reads in this process: object_store
 def test_embedded_options_do_not_expire_and_are_never_asked_for_again(tmp_path: Path) -> None:
     folder = tmp_path / "files"
     folder.mkdir()

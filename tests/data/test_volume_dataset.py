@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import gc
 import json
 import os
 import re
@@ -26,7 +27,7 @@ from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.data import UCVolumeDataset
 from uc_jupyter.data.cache import FileCache
 from uc_jupyter.data.remote import RetryPolicy, VolumeReadError
-from uc_jupyter.data.s3_reader import reader_for
+from uc_jupyter.data.storage import open_storage
 from uc_jupyter.testing.catalogs import external_location
 from uc_jupyter.testing.s3_server import S3TestServer
 
@@ -439,6 +440,7 @@ def test_the_budget_is_never_crossed_and_epoch_two_refetches_at_most_sixty_perce
     assert 0 < peak <= 100_000
 
 
+@pytest.mark.in_a_fork  # reads in this process: object_store
 def test_a_volume_on_moto_reads_like_any_s3(catalog: LocalCatalog, tmp_path: Path, moto: str) -> None:
     """The same code against an independent S3 implementation (moto's server)."""
     import s3fs
@@ -498,12 +500,15 @@ def test_labelled_folder_yields_labels_and_skips_top_level_files(s3_volume: Volu
     assert os.path.basename(path) == "remote"
 
 
-@pytest.mark.parametrize("extra", [{}, {"version_aware": False}], ids=["lean-reader", "s3fs"])
-def test_s3_volumes_read_alike_through_the_lean_reader_and_s3fs(
+@pytest.mark.parametrize(
+    "extra", [{}, {"s3_additional_kwargs": {"RequestPayer": "requester"}}], ids=["object_store", "s3fs"]
+)
+def test_s3_volumes_read_alike_through_object_store_and_s3fs(
     s3_volume: Volume, s3: S3TestServer, extra: dict[str, Any]
 ) -> None:
-    """Options the lean reader does not implement send a volume through s3fs; both read the same."""
-    assert (reader_for("s3://b/p", {**s3.storage_options, **extra}) is None) == bool(extra)
+    """Options object_store does not implement send a volume through s3fs; both read the same."""
+    storage = open_storage("s3://b/p", {**s3.storage_options, **extra})
+    assert type(storage).__name__ == ("FsspecStorage" if extra else "ObjectStorage")
     path, folder = s3_volume(**extra)
     files = write_files(folder, 30, size=300, sub="a/")
     dataset = UCVolumeDataset(path, recursive=True, shuffle=True, cache_max_bytes=10**6, min_free_bytes=0)
@@ -552,6 +557,19 @@ def test_a_file_cache_keeps_its_own_budget(s3_volume: Volume, tmp_path: Path) ->
     for given in ({"cache_max_bytes": 5000}, {"min_free_bytes": 0}):
         with pytest.raises(ValueError, match=r"^invalid cache_max_bytes/min_free_bytes with cache_dir=FileCache"):
             UCVolumeDataset(path, cache_dir=cache, **given)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("cache", ["auto", "always"])
+def test_workers_take_what_they_inherited_out_of_the_collectors_reach(local_volume: Volume, cache: str) -> None:
+    """A DataLoader worker freezes the objects it started with (gc.freeze: the collector's full
+    runs no longer walk torch's modules every few files); the training process's are left alone."""
+    path, folder = local_volume()
+    write_files(folder, 4)
+    dataset = UCVolumeDataset(path, cache=cache, transform=lambda _: gc.get_freeze_count())  # type: ignore[arg-type]
+    here = gc.get_freeze_count()
+    assert min(loader_items(dataset, 2, "fork")) > here  # each worker froze what it inherited
+    assert set(loader_items(dataset, 0)) == {here}  # without workers: nothing frozen
+    assert gc.get_freeze_count() == here
 
 
 # ------------------------------------------------------------------ what the filters leave out

@@ -11,14 +11,40 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import cloudpickle
 import pytest
 
 from uc_jupyter.distributed import RankPool, board
 from uc_jupyter.distributed.board import parse_board, publish, read_boards, withdraw
 from uc_jupyter.distributed.pool import PoolStatus, RankInfo
 from uc_jupyter.testing.boards import pool_record
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # ranks cannot import test modules by name
+
+
+def wait_for(started: str, release: str) -> None:
+    """In a rank: say it is running (rank 0), then return once the test lets it (or after a minute)."""
+    import torch.distributed as dist
+
+    dist.barrier()  # both ranks are inside the call
+    if dist.get_rank() == 0:
+        Path(started).touch()
+    deadline = time.monotonic() + 60
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 60) -> bool:
+    """Whether ``condition`` held within ``seconds`` (asked every 10 ms): a wait, never a measure."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def test_a_pool_announces_its_state_and_withdraws_it(isolated_home: Path) -> None:
@@ -28,12 +54,15 @@ def test_a_pool_announces_its_state_and_withdraws_it(isolated_home: Path) -> Non
         [idle] = read_boards()
         assert (idle["size"], idle["state"], idle["backend"], idle["kernel_id"]) == (2, "idle", "gloo", None)
         assert [r["rank"] for r in idle["ranks"]] == [0, 1] and all(r["alive"] for r in idle["ranks"])
-        seen: list[str] = []
-        watcher = threading.Thread(target=lambda: (time.sleep(0.5), seen.extend(b["state"] for b in read_boards())))
-        watcher.start()
-        pool.call(time.sleep, (1.5,))
-        watcher.join()
-        assert seen == ["busy"]
+        started, release = isolated_home / "started", isolated_home / "release"
+        call = threading.Thread(target=pool.call, args=(wait_for, (str(started), str(release))))
+        call.start()
+        try:
+            assert wait_until(started.exists)  # both ranks are inside the call
+            assert [b["state"] for b in read_boards()] == ["busy"]
+        finally:
+            release.touch()
+            call.join()
         assert [b["state"] for b in read_boards()] == ["idle"]
     assert read_boards() == []
 

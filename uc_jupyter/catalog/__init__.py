@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -280,7 +281,9 @@ class PrincipalInfo:
 
 @dataclass(frozen=True)
 class ResolvedVolumePath:
-    """Where a ``/Volumes/...`` path lives: an fsspec filesystem and the storage path on it.
+    """Where a ``/Volumes/...`` path lives: its storage ``url`` and options, and the path on its fsspec
+    filesystem ``fs`` (made on first use: gs:// and Azure volumes are read through object_store, and
+    need no gcsfs or adlfs unless ``fs`` is asked for).
 
     Example:
         >>> r = get_catalog().resolve_volume_path("/Volumes/main/ml/images/labels.csv")  # doctest: +SKIP
@@ -289,12 +292,18 @@ class ResolvedVolumePath:
 
     volume_path: str
     volume: VolumeInfo
-    fs: fsspec.AbstractFileSystem = field(repr=False, compare=False)
     path: str
     url: str
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # When the storage_options stop working (vended credentials: RestCatalog); None: they do not expire.
     expires_at: datetime | None = field(default=None, compare=False)
+
+    @functools.cached_property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        """The fsspec filesystem of the volume's storage (ImportError naming the package it needs)."""
+        from uc_jupyter.catalog.storage import filesystem
+
+        return filesystem(self.url, self.storage_options)[0]
 
 
 @dataclass(frozen=True)
@@ -308,11 +317,17 @@ class ResolvedStoragePath:
 
     url: str
     location: ExternalLocationInfo
-    fs: fsspec.AbstractFileSystem = field(repr=False, compare=False)
     path: str
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # When the storage_options stop working (vended credentials: RestCatalog); None: they do not expire.
     expires_at: datetime | None = field(default=None, compare=False)
+
+    @functools.cached_property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        """The fsspec filesystem of the URL, made on first use (ImportError naming the package it needs)."""
+        from uc_jupyter.catalog.storage import filesystem
+
+        return filesystem(self.url, self.storage_options)[0]
 
 
 @dataclass(frozen=True)

@@ -72,15 +72,19 @@ def delta_exists(name: SecurableName | str, location: str, options: dict[str, An
 
 
 def delta_columns(name: SecurableName, location: str, options: dict[str, Any]) -> tuple[ColumnInfo, ...]:
-    """The columns of the Delta table at ``location``; NotFound when it is gone."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
+    """The columns of the Delta table at ``location``; NotFound when it is gone (the snapshot
+    opener's one line, as the catalog's error)."""
+    from uc_jupyter.tables.delta_snapshot import SnapshotError, SnapshotMissing, open_snapshot
 
     try:
-        schema = DeltaTable(st.delta_uri(location), storage_options=st.deltalake_options(options) or None).schema()
-    except TableNotFoundError as exc:
-        raise NotFound(f"table {name}: no Delta table at {location}") from exc
-    except Exception as exc:
+        snapshot = open_snapshot(st.delta_uri(location), table=str(name), storage_options=st.deltalake_options(options))
+    except SnapshotMissing as exc:
+        raise NotFound(str(exc)) from exc
+    except SnapshotError as exc:
+        raise CatalogError(str(exc)) from exc
+    try:
+        schema = snapshot.schema()
+    except Exception as exc:  # a schema deltalake cannot map
         raise CatalogError(f"table {name}: cannot read the Delta schema at {location}: {first_line(exc)}") from exc
     return tuple(ColumnInfo(f.name, _type_text(f.type), bool(f.nullable)) for f in schema.fields)
 

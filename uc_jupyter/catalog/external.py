@@ -325,8 +325,7 @@ class ExternalStorage(Metastore):
                         resolved,
                     )
         options = st.fsspec_options(self._location_options(location))
-        fs, path = st.filesystem(resolved, options)
-        return ResolvedStoragePath(resolved, location_info(location), fs, path, options)
+        return ResolvedStoragePath(resolved, location_info(location), st.storage_path(resolved), options)
 
     def external_table_storage(self, url: str) -> ExternalTableStorage:
         """May the current principal create an external table at ``url``, and with which options?

@@ -470,14 +470,13 @@ def open_volume_path(volume_path: VolumePath, info: VolumeInfo, options: dict[st
     """Where ``volume_path`` lies in volume ``info``, opened with ``options``, once the caller's check
     has passed: both catalogs end their ``resolve_volume_path`` here. A local path that a symlink
     leads out of the volume is refused (:class:`EscapesVolume`)."""
-    fs, root = st.filesystem(info.storage_location, options)
+    root = st.storage_path(info.storage_location)
     target = f"{root.rstrip('/')}/{volume_path.relative}" if volume_path.relative else root
     if st.is_local(info.storage_location) and not st.realpath_within(root, target):
         raise EscapesVolume(f"{volume_path} leads outside volume {info.full_name} (through a symlink); refused")
     return ResolvedVolumePath(
         volume_path=str(volume_path),
         volume=info,
-        fs=fs,
         path=target,
         url=st.join_location(info.storage_location, volume_path.relative),
         storage_options=st.fsspec_options(options),

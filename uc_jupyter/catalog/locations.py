@@ -200,23 +200,41 @@ def local_path_of(canonical: str) -> str | None:
     return canonical[len(prefix) :] if canonical.startswith(prefix) else None
 
 
-def _parts(canonical: str) -> tuple[str, str, tuple[str, ...]]:
-    """``(family, authority, segments)`` of a canonical location; Azure's two spellings share a family
-    and, lacking the account in ``az://``, compare by container."""
+def _parts(canonical: str) -> tuple[str, str, str, tuple[str, ...]]:
+    """``(family, authority, account, segments)`` of a canonical location; Azure's two spellings share
+    a family and compare by container, and by account too when both name one (``az://`` does not)."""
     scheme, _, rest = canonical.partition("://")
     authority, _, key = rest.partition("/")
     if scheme in ("az", "abfss"):
-        return "azure", authority.partition("@")[0], tuple(s for s in key.split("/") if s)
-    return scheme, authority, tuple(s for s in key.split("/") if s)
+        container, _, host = authority.partition("@")
+        return "azure", container, host.partition(".")[0], tuple(s for s in key.split("/") if s)
+    return scheme, authority, "", tuple(s for s in key.split("/") if s)
 
 
 def location_contains(outer: str, inner: str) -> bool:
     """Is ``inner`` the same place as ``outer`` or below it (both in any spelling; compared in their
-    canonical forms, lexically: resolve local symlinks first)?"""
+    canonical forms, lexically: resolve local symlinks first)? Azure URLs must name the same storage
+    account, or both none (``az://``, whose account the options give): a location's credential that
+    can sign for several accounts must reach only the one its location names.
+
+    Example:
+        >>> location_contains("abfss://c@one.dfs.core.windows.net", "abfss://c@two.dfs.core.windows.net/x")
+        False
+    """
     a, b = _parts(canonical_location(outer)), _parts(canonical_location(inner))
-    return a[0] == b[0] and a[1] == b[1] and b[2][: len(a[2])] == a[2]
+    return a[:3] == b[:3] and b[3][: len(a[3])] == a[3]
 
 
 def locations_overlap(a: str, b: str) -> bool:
-    """Does one location contain the other (see :func:`location_contains`)?"""
-    return location_contains(a, b) or location_contains(b, a)
+    """Might the two locations share storage: one the same place as the other or below it? An Azure URL
+    without an account (``az://``) may be in any account, so it overlaps both spellings of its container.
+
+    Example:
+        >>> locations_overlap("az://c/p", "abfss://c@one.dfs.core.windows.net/p/q")
+        True
+    """
+    x, y = _parts(canonical_location(a)), _parts(canonical_location(b))
+    if x[:2] != y[:2] or (x[2] and y[2] and x[2] != y[2]):
+        return False
+    shorter = min(len(x[3]), len(y[3]))
+    return x[3][:shorter] == y[3][:shorter]

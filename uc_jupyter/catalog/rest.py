@@ -331,8 +331,8 @@ class RestCatalog(RestTables, RestGovernance):
             raise NotFound(f"no external location you can see holds {vended.url}")
         location = max(holding, key=lambda x: len(x.url))
         options = vended.fsspec_options()
-        fs, path = st.filesystem(vended.url, options)
-        return ResolvedStoragePath(vended.url, location, fs, path, options, expires_at=vended.expiry())
+        path = st.storage_path(vended.url)
+        return ResolvedStoragePath(vended.url, location, path, options, expires_at=vended.expiry())
 
     def create_table(
         self,

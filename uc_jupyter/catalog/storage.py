@@ -44,6 +44,7 @@ __all__ = [
     "realpath_within",
     "remove_location",
     "resolve_location",
+    "storage_path",
 ]
 
 normalise_location = canonical_location
@@ -120,6 +121,29 @@ def filesystem(location: str, storage_options: dict[str, Any] | None = None) -> 
     return fs, str(path)
 
 
+def storage_path(location: str) -> str:
+    """The path of ``location`` on its fsspec filesystem, without making one: ``bucket/key`` for object
+    stores (also when gcsfs or adlfs, which would make gs:// and Azure filesystems, is not installed),
+    the absolute path for ``file://``.
+
+    Example:
+        >>> storage_path("s3://lake/raw/a.csv"), storage_path("file:///tmp/x"), storage_path("gs://lake/raw")
+        ('lake/raw/a.csv', '/tmp/x', 'lake/raw')
+        >>> storage_path("abfss://raw@lake.dfs.core.windows.net/images")
+        'raw/images'
+    """
+    import fsspec
+    import fsspec.core
+
+    protocol = fsspec.core.split_protocol(location)[0] or "file"
+    try:
+        implementation = fsspec.get_filesystem_class(protocol)
+    except (ImportError, ValueError):  # gcsfs / adlfs missing, or a scheme only object_store serves (abfss)
+        authority, _, key = location.partition("://")[2].partition("/")
+        return f"{authority.partition('@')[0]}/{key}".rstrip("/")
+    return str(implementation._strip_protocol(location))
+
+
 def realpath_within(root: str, target: str) -> bool:
     """For local paths: does ``target``, with every symlink followed, stay inside ``root``?"""
     real_root = os.path.realpath(root)
@@ -146,10 +170,6 @@ def is_empty_location(location: str, storage_options: dict[str, Any] | None = No
         return True
 
 
-# s3fs's option names -> object_store's (what deltalake reads).
-_S3_KEYS = {"key": "AWS_ACCESS_KEY_ID", "secret": "AWS_SECRET_ACCESS_KEY", "token": "AWS_SESSION_TOKEN"}
-
-
 def deltalake_options(options: Mapping[str, Any] | None) -> dict[str, str]:
     """Storage options as deltalake takes them: s3fs-style options (``key``, ``secret``, ``token``,
     ``endpoint_url``, ``client_kwargs.region_name`` / ``endpoint_url``, ``anon``) as object_store's
@@ -165,21 +185,6 @@ def deltalake_options(options: Mapping[str, Any] | None) -> dict[str, str]:
         {'AWS_ACCESS_KEY_ID': 'AK', 'AWS_SECRET_ACCESS_KEY': 'S', 'AWS_ENDPOINT_URL': 'http://127.0.0.1:9000',
          'AWS_ALLOW_HTTP': 'true', 'AWS_REGION': 'eu-west-1'}
     """
-    given = fsspec_options(options)
-    out = {k: str(v) for k, v in given.items() if k.isupper() and isinstance(v, str | int | float | bool)}
-    for ours, theirs in _S3_KEYS.items():
-        if isinstance(given.get(ours), str) and given[ours]:
-            out.setdefault(theirs, given[ours])
-    raw_client = given.get("client_kwargs")
-    client: dict[str, Any] = raw_client if isinstance(raw_client, dict) else {}
-    endpoint = given.get("endpoint_url") or client.get("endpoint_url")
-    if isinstance(endpoint, str) and endpoint:
-        out.setdefault("AWS_ENDPOINT_URL", endpoint)
-    if out.get("AWS_ENDPOINT_URL", "").startswith("http://"):
-        out.setdefault("AWS_ALLOW_HTTP", "true")
-    region = client.get("region_name") or given.get("region_name")
-    if isinstance(region, str) and region:
-        out.setdefault("AWS_REGION", region)
-    if given.get("anon") is True:
-        out.setdefault("AWS_SKIP_SIGNATURE", "true")
-    return out
+    from uc_jupyter.data.storage.config import object_store_options
+
+    return object_store_options(fsspec_options(options))

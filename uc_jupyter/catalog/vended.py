@@ -3,7 +3,9 @@ before they expire, and turning them into the options fsspec (s3fs) and deltalak
 
 A Unity Catalog server answers ``POST /temporary-{table,volume,path}-credentials`` with
 ``{"url", "expiration_time" (epoch ms), "aws_temp_credentials": {"access_key_id", "secret_access_key",
-"session_token"}}``; ``uc-jupyter serve`` adds ``uc_jupyter_storage_options`` (non-secret options such
+"session_token"}}`` (for Azure ``"azure_user_delegation_sas": {"sas_token"}``, for Google Cloud Storage
+``"gcp_oauth_token": {"oauth_token"}``: options ``sas_token`` / ``bearer_token``, which the volume's
+object_store client signs with); ``uc-jupyter serve`` adds ``uc_jupyter_storage_options`` (non-secret options such
 as ``endpoint_url`` and ``region``, which UC's model has no field for). A ``file://`` URL comes with no
 credentials at all: the local filesystem, under the OS user's own permissions.
 
@@ -36,11 +38,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 from uc_jupyter.catalog import CatalogError
 
-__all__ = ["MIN_MARGIN_S", "AwsKeys", "Vended", "VendedCache", "parse_vended", "refresh_due"]
+__all__ = ["MIN_MARGIN_S", "AwsKeys", "CloudToken", "Vended", "VendedCache", "parse_vended", "refresh_due"]
 
 MIN_MARGIN_S = 60.0  # refresh at least this long before expiry: a read started just before must finish
 _MARGIN_SHARE = 0.1
@@ -67,6 +69,19 @@ class AwsKeys:
 
 
 @dataclass(frozen=True)
+class CloudToken:
+    """An Azure user-delegation SAS (``kind="azure_sas"``) or a Google OAuth token (``"gcp_oauth"``)."""
+
+    kind: Literal["azure_sas", "gcp_oauth"]
+    value: str = field(repr=False)
+
+
+# Which URL schemes each kind of vended token signs for, and the storage option it becomes.
+_TOKEN_SCHEMES = {"azure_sas": ("abfss", "abfs", "az"), "gcp_oauth": ("gs", "gcs")}
+_TOKEN_OPTION = {"azure_sas": "sas_token", "gcp_oauth": "bearer_token"}
+
+
+@dataclass(frozen=True)
 class Vended:
     """One ``TemporaryCredentials`` answer; ``expires_at`` in epoch seconds (None: it does not expire).
     Secrets never appear in its repr."""
@@ -75,6 +90,7 @@ class Vended:
     expires_at: float | None = None
     aws: AwsKeys | None = None
     options: dict[str, str] = field(default_factory=dict)
+    cloud: CloudToken | None = None
 
     def refresh_at(self, fetched_at: float) -> float | None:
         """When to ask again (epoch seconds): ``max(60 s, 10 %)`` of the lifetime before expiry."""
@@ -85,9 +101,12 @@ class Vended:
         return None if self.expires_at is None else datetime.fromtimestamp(self.expires_at, tz=timezone.utc)
 
     def fsspec_options(self) -> dict[str, Any]:
-        """s3fs's options (``key``, ``secret``, ``token``, ``endpoint_url``, ``client_kwargs.region_name``);
-        ``{}`` when nothing was vended (``file://``: the local filesystem)."""
+        """s3fs's options (``key``, ``secret``, ``token``, ``endpoint_url``, ``client_kwargs.region_name``),
+        or an Azure SAS as ``sas_token`` / a Google token as ``bearer_token`` (what the storage seam's
+        object_store clients take); ``{}`` when nothing was vended (``file://``: the local filesystem)."""
         options: dict[str, Any] = {}
+        if self.cloud is not None:
+            options[_TOKEN_OPTION[self.cloud.kind]] = self.cloud.value
         if self.aws is not None:
             options.update(key=self.aws.access_key_id, secret=self.aws.secret_access_key)
             if self.aws.session_token:
@@ -107,15 +126,12 @@ class Vended:
 
 
 def parse_vended(body: dict[str, Any]) -> Vended:
-    """A ``TemporaryCredentials`` body; Azure or GCP credentials are refused (one line): not supported yet."""
+    """A ``TemporaryCredentials`` body (AWS keys, an Azure SAS or a Google OAuth token); a token for
+    another kind of storage than its URL's, or one without its value, is refused in one line."""
     url = body.get("url")
     if not isinstance(url, str) or not url:
         raise CatalogError("the server's temporary credentials name no url; is it a Unity Catalog server?")
-    for other in ("azure_user_delegation_sas", "gcp_oauth_token"):
-        if body.get(other):
-            raise CatalogError(
-                f"the server vended {other} credentials for {url}; uc_jupyter reads s3:// and file:// only"
-            )
+    cloud = _cloud_token(body, url)
     expiration = body.get("expiration_time")
     expires_at = expiration / 1000 if isinstance(expiration, int | float) and not isinstance(expiration, bool) else None
     aws = None
@@ -124,7 +140,25 @@ def parse_vended(body: dict[str, Any]) -> Vended:
         aws = AwsKeys(str(keys["access_key_id"]), str(keys["secret_access_key"]), keys.get("session_token") or None)
     extra = body.get("uc_jupyter_storage_options")
     options = {str(k): str(v) for k, v in extra.items() if v is not None} if isinstance(extra, dict) else {}
-    return Vended(url, expires_at, aws, options)
+    return Vended(url, expires_at, aws, options, cloud)
+
+
+def _cloud_token(body: dict[str, Any], url: str) -> CloudToken | None:
+    scheme = url.partition("://")[0].lower()
+    for field_name, inner, kind in (
+        ("azure_user_delegation_sas", "sas_token", "azure_sas"),
+        ("gcp_oauth_token", "oauth_token", "gcp_oauth"),
+    ):
+        given = body.get(field_name)
+        if not given:
+            continue
+        value = given.get(inner) if isinstance(given, dict) else None
+        if not isinstance(value, str) or not value:
+            raise CatalogError(f"the server vended {field_name} for {url} without its {inner}")
+        if scheme not in _TOKEN_SCHEMES[kind]:
+            raise CatalogError(f"the server vended {field_name} for {url}, which is not that kind of storage")
+        return CloudToken(kind, value)  # type: ignore[arg-type]
+    return None
 
 
 class VendedCache:
@@ -150,7 +184,7 @@ class VendedCache:
         fetched_at = self._clock()
         vended = self._fetch(token, securable_id, operation)
         due = vended.refresh_at(fetched_at)
-        if due is not None and vended.aws is not None:
+        if due is not None and (vended.aws is not None or vended.cloud is not None):
             with self._lock:
                 self._entries[key] = (vended, due)
         return vended

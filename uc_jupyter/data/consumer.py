@@ -59,6 +59,15 @@ class Consumer(Protocol):
     def batch_size(self) -> int:
         """Files per batch (0 when unknown): the answer of ``start()`` changes only this often."""
 
+    @property
+    def in_use(self) -> int:
+        """The most files the consumer may hold at once over all its streams (0 when unknown): what
+        the cache must keep room for beside its resident files, or the streams wait for it."""
+
+    @property
+    def streams(self) -> int:
+        """How many streams feed the consumer at once (its DataLoader's workers; 1 when unknown)."""
+
     def start(self) -> Callable[[], int]:
         """Called when a pass starts: a function giving the position of the first file of this pass
         the consumer may still use (files before it are done with). Never decreases."""
@@ -70,6 +79,8 @@ class _Unknown:
 
     exact = False
     batch_size = 0
+    in_use = 0
+    streams = 1
 
     def start(self) -> Callable[[], int]:
         return lambda: _ALL_DONE
@@ -89,11 +100,19 @@ class Progress:
         batch_size: files per batch (1 without batching).
         shared: a multiprocessing context whose shared memory holds the counts (needed with
             workers, which receive them when they start).
+        prefetch_factor: batches torch asks of each worker ahead of the loop (None without workers).
     """
 
-    def __init__(self, workers: int, batch_size: int, *, shared: Any = None) -> None:
+    def __init__(
+        self, workers: int, batch_size: int, *, shared: Any = None, prefetch_factor: int | None = None
+    ) -> None:
         slots = 1 + max(workers, 1)
         self.batch_size = batch_size
+        # Held at once: every batch torch has asked for (made, queued or in the loop's hands) plus the
+        # one the loop holds; without workers, the loop's batch and the one being made.
+        held = (prefetch_factor or 0) * workers + 1 if workers else 2
+        self.in_use = held * batch_size
+        self.streams = max(workers, 1)
         # Plain 64-bit integers without a lock: one writer (the loop); a reader that sees a count
         # a moment late only keeps a file a moment longer.
         self.counts: MutableSequence[int] = shared.RawArray("q", slots) if shared is not None else [0] * slots
@@ -112,7 +131,7 @@ class Progress:
 
     def consumer(self, worker: int) -> Consumer:
         """The view of worker ``worker``'s stream (0 without workers)."""
-        return _Batches(self.counts, 1 + worker, self.batch_size)
+        return _Batches(self.counts, 1 + worker, self.batch_size, self.in_use, self.streams)
 
 
 class _Batches:
@@ -120,8 +139,9 @@ class _Batches:
 
     exact = True
 
-    def __init__(self, counts: MutableSequence[int], slot: int, batch_size: int) -> None:
+    def __init__(self, counts: MutableSequence[int], slot: int, batch_size: int, in_use: int, streams: int) -> None:
         self._counts, self._slot, self.batch_size = counts, slot, batch_size
+        self.in_use, self.streams = in_use, streams
 
     def start(self) -> Callable[[], int]:
         counts, slot, batch_size = self._counts, self._slot, self.batch_size

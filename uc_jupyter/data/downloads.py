@@ -1,7 +1,9 @@
-"""How a stream's missed files are downloaded: one small interface, :class:`Downloads`, and its two
-implementations for remote volumes (fsspec on pool threads, the lean S3 reader on the process's event
-loop); local volumes have theirs in :mod:`uc_jupyter.data.local_downloads`. The fetch-ahead window
-(:mod:`uc_jupyter.data.prefetch`) starts them and settles what they end with.
+"""How a stream's missed files are downloaded: one small interface, :class:`Downloads`, and its
+fsspec implementation (pool threads); object storage has obstore's on the process's event loop
+(:class:`~uc_jupyter.data.storage.transfers.ObjectDownloads`, chosen by
+:func:`~uc_jupyter.data.storage.open_storage`), local volumes theirs in
+:mod:`uc_jupyter.data.local_downloads`. The fetch-ahead window (:mod:`uc_jupyter.data.prefetch`)
+starts them and settles what they end with.
 
 Example:
     >>> downloads = ThreadDownloads(fs, RetryPolicy())                        # doctest: +SKIP
@@ -21,11 +23,9 @@ from uc_jupyter.data.remote import RetryPolicy, VolumeReadError, fetch_file
 if TYPE_CHECKING:
     import fsspec
 
-    from uc_jupyter.data.s3_reader import S3Reader
+__all__ = ["MAX_PREFETCH", "Downloads", "ThreadDownloads", "Wanted"]
 
-__all__ = ["MAX_PREFETCH", "Downloads", "ReaderDownloads", "ThreadDownloads", "Wanted"]
-
-MAX_PREFETCH = 64  # downloads in flight per stream at the most (and threads of ThreadDownloads)
+MAX_PREFETCH = 64  # threads of ThreadDownloads (fsspec); prefetch.MAX_DEPTH bounds the downloads in flight
 
 
 class Wanted(NamedTuple):
@@ -83,19 +83,3 @@ class ThreadDownloads:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
-
-
-class ReaderDownloads:
-    """Downloads with the lean S3 reader, all on this process's event-loop thread."""
-
-    def __init__(self, reader: S3Reader, policy: RetryPolicy, *, on_retry: Callable[[], None] = lambda: None) -> None:
-        self._reader, self._policy, self._on_retry = reader, policy, on_retry
-
-    def start(self, jobs: Sequence[tuple[str, str, str]]) -> list[cf.Future[None]]:
-        return self._reader.fetch_many(jobs, policy=self._policy, on_retry=self._on_retry)
-
-    def cancel(self, futures: Sequence[cf.Future[None]]) -> None:
-        self._reader.cancel(futures)
-
-    def close(self) -> None:
-        pass  # the loop and its connections live on for the process's next stream

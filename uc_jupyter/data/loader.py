@@ -2,9 +2,12 @@
 
 Defaults (any argument you give wins): ``num_workers=6`` (clamped, with one notice line, to the CPUs
 this process may use), ``prefetch_factor=4`` and ``persistent_workers=True`` when there are
-workers. For every batch the training loop receives, the loader records how long the loop waited
-in ``next()`` (fetch time), the time since the previous ``next()`` returned (compute time), the
-batch size and the worker that produced it; hooks get each record, ``stats()`` a snapshot, and an
+workers, started with ``multiprocessing_context="spawn"`` (one notice line) once this process has
+made object_store requests, which forked workers could not make.
+
+For every batch the training loop receives, the loader records how long the loop waited in
+``next()`` (fetch time), the time since the previous ``next()`` returned (compute time), the batch
+size and the worker that produced it; hooks get each record, ``stats()`` a snapshot, and an
 active MLflow run the aggregates (every pass's own window logged before the pass ends, see
 :mod:`uc_jupyter.telemetry.mlflow_sink`). Workers publish their cache and shard counters as
 cumulative telemetry samples at most 10 times a second over a queue that never blocks them, and
@@ -29,8 +32,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import inspect
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -45,24 +46,23 @@ from uc_jupyter.data import options as opt
 from uc_jupyter.data.consumer import Progress
 from uc_jupyter.data.decode import DecodeError, from_worker
 from uc_jupyter.data.grid import current_rank, stream_name
+from uc_jupyter.data.loader_defaults import apply_defaults, check_arguments, check_dataset, worker_start_method
 from uc_jupyter.data.loader_workers import FinalSamples, ReportingCollate, WorkerInit, dataset_sample
 from uc_jupyter.data.partition import Grid
 from uc_jupyter.data.torch_tasks import delivered_worker, outstanding, tasks
-from uc_jupyter.notices import notice
 from uc_jupyter.telemetry import uplink
 from uc_jupyter.telemetry.collector import Collector
 from uc_jupyter.telemetry.mlflow_sink import MlflowSink
 from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot
+from uc_jupyter.telemetry.reporter import Reporter
 
 if TYPE_CHECKING:
     from uc_jupyter.widgets.monitor import LoaderMonitor
 
 __all__ = ["BatchTiming", "DataLoader"]
 
-DEFAULT_WORKERS = 6
-DEFAULT_PREFETCH = 4
 _TELEMETRY_QUEUE_SIZE = 1024
-_CLAMP_NOTICE = "uc_jupyter.data.loader: workers clamped"  # said once per process
+_SAMPLES_PER_SECOND = 10.0  # the loop's own telemetry rate (docs/architecture.md: Telemetry)
 
 
 @dataclass(frozen=True)
@@ -80,13 +80,14 @@ class BatchTiming:
 class DataLoader(torch.utils.data.DataLoader[Any]):
     """A drop-in ``torch.utils.data.DataLoader`` with tuned defaults, timing hooks and exact resume.
 
-    Takes torch's arguments, plus ``mlflow=False`` to keep it from logging to an active MLflow run and
-    ``monitor=True`` to show the live dashboard (verdict and what to change, per-epoch figures, cache
-    fill, shard sizes, fetch latency) once a pass runs longer than a second: one dashboard over all
-    the loader's passes (``loader.dashboard_monitor``, a :class:`~uc_jupyter.widgets.LoaderMonitor`),
-    a text summary per pass where widgets cannot render. Counts and flags are
-    checked as :mod:`uc_jupyter.data.options` says (``shuffle="no"``, ``batch_size=0``,
-    ``num_workers=1.5``, ``prefetch_factor=0`` are one-line errors, never coerced).
+    Takes torch's arguments, plus ``mlflow=False`` to keep it from logging to an active MLflow run,
+    ``clock=`` for the loop's monotonic seconds (fetch and compute times, the telemetry rate; tests
+    pass their own), and ``monitor=True`` to show the live dashboard (verdict and what to change,
+    per-epoch figures, cache fill, shard sizes, fetch latency) once a pass runs longer than a
+    second: one dashboard over all the loader's passes (``loader.dashboard_monitor``, a
+    :class:`~uc_jupyter.widgets.LoaderMonitor`), a text summary per pass where widgets cannot
+    render. Counts and flags are checked as :mod:`uc_jupyter.data.options` says (``shuffle="no"``,
+    ``batch_size=0``, ``num_workers=1.5``, ``prefetch_factor=0`` are one-line errors, never coerced).
 
     Example:
         >>> loader = DataLoader(dataset, batch_size=32, num_workers=2)   # doctest: +SKIP
@@ -94,22 +95,38 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         >>> loader.load_state_dict(state)     # a new loader continues with exactly the rest
     """
 
-    def __init__(self, dataset: Any, *args: Any, mlflow: bool = True, monitor: bool = False, **kwargs: Any) -> None:
-        _check_dataset(dataset)
+    def __init__(
+        self,
+        dataset: Any,
+        *args: Any,
+        mlflow: bool = True,
+        monitor: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        **kwargs: Any,
+    ) -> None:
+        check_dataset(dataset)
         mlflow, monitor = opt.flag("mlflow", mlflow), opt.flag("monitor", monitor)
-        _check_arguments(dataset, args, kwargs)
+        clock = opt.function("clock", clock) or time.monotonic
+        check_arguments(dataset, args, kwargs)
         if not args:  # positional arguments follow torch's order; only fill in what is missing
-            _apply_defaults(kwargs)
+            apply_defaults(kwargs)
         super().__init__(dataset, *args, **kwargs)
-        self._hooks: list[Callable[[BatchTiming], object]] = []
-        self._collector = Collector()
+        if self.num_workers > 0 and self.multiprocessing_context is None:
+            self.multiprocessing_context = worker_start_method(dataset, self.collate_fn, self.worker_init_fn)
+        # A tuple, replaced on add and remove: a hook that removes itself mid-batch never makes the
+        # loop skip another, and the loop iterates it without copying it per batch.
+        self._hooks: tuple[Callable[[BatchTiming], object], ...] = ()
+        self._clock = clock
+        self._collector = Collector(clock=clock)
         self._fetch = _Accumulator()
+        # The loop's telemetry goes out at most 10 times a second (a pass's end and stats() at once).
+        self._reporter = Reporter(self._take, rate=_SAMPLES_PER_SECOND, clock=clock)
         self._epoch = 0
         self._delivered: dict[str, int] = {}
         self._resume_epoch: int | None = None
         self._checked_ranks = False
         self._rank = current_rank()[0]
-        self._started = time.monotonic()
+        self._started = clock()
         self._mlflow: MlflowSink | None = None
         self._log_to_mlflow = mlflow
         self.monitor = monitor
@@ -122,11 +139,13 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         # Which batches the loop has moved past, per pass and worker: a stream keeps each file it
         # handed out pinned (its path valid) until then (see uc_jupyter.data.consumer).
         context = (self.multiprocessing_context or torch.multiprocessing) if self.num_workers > 0 else None
-        self._progress = Progress(self.num_workers, self.batch_size or 1, shared=context)
+        self._progress = Progress(
+            self.num_workers, self.batch_size or 1, shared=context, prefetch_factor=self.prefetch_factor
+        )
         if context is not None:
             self._queue = context.Queue(maxsize=_TELEMETRY_QUEUE_SIZE)
             self._finals = FinalSamples(context, self.num_workers)
-            self.worker_init_fn = WorkerInit(self.worker_init_fn, self._queue, self._rank, self._progress, self._finals)
+            self.worker_init_fn = WorkerInit(self.worker_init_fn, self._queue, self._progress, self._finals)
             self.collate_fn = ReportingCollate(self.collate_fn)
 
     # ---------------------------------------------------------------- iteration
@@ -143,8 +162,9 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
             self._check_ranks()
             self._checked_ranks = True
         if self._log_to_mlflow:
-            self._mlflow = MlflowSink.for_active_run(self._rank, self._mlflow, baseline=self.stats)
+            self._mlflow = MlflowSink.for_active_run(self._rank, self._mlflow, baseline=self.stats, clock=self._clock)
         self._progress.new_pass()  # before torch asks the workers for this pass's first batches
+        self._reclaim_finished_workers()
         timed = self._timed(super().__iter__(), epoch)
         return self._monitored(timed, epoch) if self.monitor else timed
 
@@ -191,7 +211,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
 
     def _timed(self, inner: Iterator[Any], epoch: int) -> Iterator[Any]:
         self._inner = inner
-        clock = time.perf_counter
+        clock = self._clock
         progress, dataset = self._progress, self.dataset
         # Without workers the streams run inside next(): bound to this dataset only while it runs.
         own = progress.consumer(0) if self.num_workers == 0 else None
@@ -235,7 +255,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         finally:
             # Also runs when the interpreter shuts down with the loop unfinished: never raise here.
             with contextlib.suppress(Exception):
-                self._drain(force=True)
+                self._drain()
                 if self._mlflow is not None:
                     self._mlflow.end_pass(self.stats())  # logged before the pass's end returns
 
@@ -255,39 +275,50 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         self._fetch.add(timing)
         stream = stream_name(self._rank, 0 if timing.worker is None else timing.worker)
         self._delivered[stream] = self._delivered.get(stream, 0) + timing.batch_size
-        for hook in list(self._hooks):
+        for hook in self._hooks:
             hook(timing)
-        self._drain()
+        self._reporter.maybe_publish(self._loop_sample)
 
-    def _drain(self, *, force: bool = False) -> bool:
-        """Collect worker samples and the loop's own, at most 10 times a second unless forced."""
-        now = time.monotonic()
-        if not force and now < self._fetch.next_drain:
-            return False
-        self._fetch.next_drain = now + 0.1
-        self._collect_workers()
+    def _drain(self) -> None:
+        """Collect worker samples and the loop's own now, whatever the rate (a pass's end, stats())."""
+        self._reporter.publish(self._loop_sample())
+
+    def _loop_sample(self) -> Sample:
+        """The training loop's cumulative counters now (what the reporter publishes)."""
         depths = outstanding(self._inner, self.num_workers)
-        self._collector.offer(self._fetch.sample(self._rank, now, self._started, depths))
+        return self._fetch.sample(self._rank, self._clock(), self._started, depths)
+
+    def _take(self, loop: Sample) -> None:
+        """The reporter's publication: the loop's sample with the workers' newest into the collector
+        (and, inside a rank pool, on to the kernel, so its dashboards see this rank too)."""
+        self._collect_workers()
+        self._collector.offer(loop)
         if self.num_workers == 0:
-            own = dataset_sample(self.dataset, self._rank, 0)
+            own = dataset_sample(self.dataset, 0)
             if own is not None:
                 self._collector.offer(own)
-        if uplink.installed():  # inside a rank pool: the kernel's dashboards see this rank too
+        if uplink.installed():
             uplink.forward(self._collector.snapshot().samples.values())
-        return True
 
     # ---------------------------------------------------------------- hooks and stats
     def add_hook(self, hook: Callable[[BatchTiming], object]) -> Callable[[], None]:
         """Call ``hook(timing)`` for every batch in the training process; returns a remover."""
         if not callable(hook):
             raise TypeError(f"add_hook needs a callable, got {type(hook).__name__}")
-        self._hooks.append(hook)
-        return lambda: self._hooks.remove(hook) if hook in self._hooks else None
+        self._hooks = (*self._hooks, hook)
+
+        def remove() -> None:  # one registration of it, as list.remove would
+            hooks = list(self._hooks)
+            if hook in hooks:
+                hooks.remove(hook)
+                self._hooks = tuple(hooks)
+
+        return remove
 
     def stats(self) -> Snapshot:
         """A frozen snapshot: counts, throughput, fetch latency histogram and percentiles, cache
         fill, per-rank shard sizes."""
-        self._drain(force=True)
+        self._drain()
         return self._collector.snapshot()
 
     def offer(self, sample: Sample) -> None:
@@ -372,6 +403,15 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         if self._mlflow is not None:
             self._mlflow.end_pass(self.stats())
         self._iterator = None
+        self._reclaim_finished_workers()
+
+    def _reclaim_finished_workers(self) -> None:
+        """Take back the streamed files of workers that ended (kept while their last batches may wait
+        in torch's queue): as a pass begins, the loop is past every batch of the last one."""
+        cache = getattr(self.dataset, "cache", None) if self.num_workers else None
+        reclaim = getattr(cache, "reclaim_finished_workers", None)
+        if callable(reclaim):
+            reclaim()
 
 
 class _Accumulator:
@@ -381,7 +421,6 @@ class _Accumulator:
         self.batches = 0
         self.samples = 0
         self.seq = 0
-        self.next_drain = 0.0
         self._fetch = [0] * (len(Histogram().counts))
         self._between = [0] * (len(Histogram().counts))
         self._sums = [0.0, 0.0, 0.0, 0.0]  # fetch total, fetch squares, between total, between squares
@@ -419,39 +458,6 @@ def _monitor_title(dataset: Any) -> str:
     listing = getattr(dataset, "listing", None)  # a UCVolumeDataset's, made when it was built
     source = getattr(listing, "volume_path", None) or getattr(dataset, "name", None)
     return f"DataLoader over {source}" if isinstance(source, str) and source else "DataLoader"
-
-
-def _check_dataset(dataset: Any) -> None:
-    if isinstance(dataset, torch.utils.data.Dataset):
-        return
-    if hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__"):
-        return
-    raise TypeError(f"DataLoader needs a torch Dataset, an IterableDataset or a sequence, got {type(dataset).__name__}")
-
-
-def _check_arguments(dataset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """torch's arguments, given by keyword or by position, checked before torch sees them: torch
-    coerces some (``shuffle="no"`` shuffles) and fails raw on others."""
-    try:
-        given = inspect.signature(torch.utils.data.DataLoader.__init__).bind_partial(None, dataset, *args, **kwargs)
-    except TypeError as exc:  # an argument torch does not take: its own one-line message
-        raise TypeError(f"DataLoader: {exc}") from None
-    opt.check_loader_arguments(given.arguments)
-
-
-def _apply_defaults(kwargs: dict[str, Any]) -> None:
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if "num_workers" not in kwargs:
-        kwargs["num_workers"] = min(DEFAULT_WORKERS, cpus)
-        if cpus < DEFAULT_WORKERS:
-            notice(
-                f"uc_jupyter DataLoader: using {cpus} workers instead of {DEFAULT_WORKERS} (this process may use "
-                f"{cpus} CPUs); pass num_workers= to choose",
-                key=_CLAMP_NOTICE,
-            )
-    if kwargs["num_workers"] > 0:
-        kwargs.setdefault("prefetch_factor", DEFAULT_PREFETCH)
-        kwargs.setdefault("persistent_workers", True)
 
 
 def _batch_len(batch: Any) -> int:

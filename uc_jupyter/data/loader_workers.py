@@ -13,7 +13,7 @@ shared memory, before the worker's stream returns; the loop reads the slots once
 batches are in, so a pass's snapshot is whole whatever the load.
 
 Example:
-    >>> loader.worker_init_fn = WorkerInit(user_init, queue, rank=0, progress=progress)  # doctest: +SKIP
+    >>> loader.worker_init_fn = WorkerInit(user_init, queue, progress=progress)          # doctest: +SKIP
     >>> loader.collate_fn = ReportingCollate(loader.collate_fn)                          # doctest: +SKIP
 """
 
@@ -28,6 +28,7 @@ import torch.utils.data
 
 from uc_jupyter.data import consumer
 from uc_jupyter.data.consumer import Progress
+from uc_jupyter.data.stats import StreamStats
 from uc_jupyter.telemetry import producer
 from uc_jupyter.telemetry.model import Sample
 from uc_jupyter.telemetry.reporter import Reporter
@@ -105,15 +106,14 @@ class WorkerInit:
         self,
         user: Callable[[int], None] | None,
         queue: Any,
-        rank: int,
         progress: Progress,
         finals: FinalSamples | None = None,
     ) -> None:
-        self.user, self.queue, self.rank, self.progress, self.finals = user, queue, rank, progress, finals
+        self.user, self.queue, self.progress, self.finals = user, queue, progress, finals
 
     def __call__(self, worker_id: int) -> None:
         reporter = Reporter(self.queue.put_nowait)
-        producer.install(_WorkerPublisher(reporter, self.rank, worker_id, self.finals))
+        producer.install(_WorkerPublisher(reporter, worker_id, self.finals))
         info = torch.utils.data.get_worker_info()
         if info is not None:  # the worker's own copy of the dataset: the only one its streams see
             consumer.install(info.dataset, self.progress.consumer(worker_id))
@@ -125,23 +125,25 @@ class _WorkerPublisher:
     """Publishes the worker's dataset counters: when due after a batch, and at the end of a pass
     (into its final slot, falling back to the queue)."""
 
-    def __init__(self, reporter: Reporter, rank: int, worker: int, finals: FinalSamples | None) -> None:
-        self.reporter, self.rank, self.worker, self.finals = reporter, rank, worker, finals
+    def __init__(self, reporter: Reporter, worker: int, finals: FinalSamples | None) -> None:
+        self.reporter, self.worker, self.finals = reporter, worker, finals
+        # Made in the worker (by WorkerInit), where torch has already set the worker's info: looked
+        # up once here, not after every batch.
+        info = torch.utils.data.get_worker_info()
+        self._dataset = None if info is None else info.dataset
 
     def __call__(self, final: bool) -> None:
-        info = torch.utils.data.get_worker_info()
-        if info is None:
+        if self._dataset is None:
             return
-
-        def build() -> Sample | None:
-            return dataset_sample(info.dataset, self.rank, self.worker)
-
         if final:
-            sample = build()
+            sample = self._build()
             if sample is not None and not (self.finals is not None and self.finals.write(self.worker, sample)):
                 self.reporter.publish(sample)
         else:
-            self.reporter.maybe_publish(build)
+            self.reporter.maybe_publish(self._build)
+
+    def _build(self) -> Sample | None:
+        return dataset_sample(self._dataset, self.worker)
 
 
 class ReportingCollate:
@@ -156,8 +158,8 @@ class ReportingCollate:
         return batch
 
 
-def dataset_sample(dataset: Any, rank: int, worker: int) -> Sample | None:
-    """A worker sample from a dataset that keeps stream stats (UCVolumeDataset), else None.
+def dataset_sample(dataset: Any, worker: int) -> Sample | None:
+    """Worker ``worker``'s sample from a dataset that keeps stream stats (UCVolumeDataset), else None.
 
     Its ``seq`` is the machine's monotonic clock, so a worker started for a later epoch (a new
     process, counting from scratch) still supersedes the samples of the one before it.
@@ -169,24 +171,6 @@ def dataset_sample(dataset: Any, rank: int, worker: int) -> Sample | None:
     streams = [s for s in getattr(found, "streams", ()) if s.worker == worker]
     if not streams:
         return None
-    s = streams[-1]
-    cache = getattr(found, "cache", None)
-    return Sample(
-        rank=rank,
-        worker=worker,
-        seq=time.monotonic_ns(),
-        time=time.monotonic(),
-        files=s.files,
-        bytes=s.bytes,
-        hits=s.hits,
-        misses=s.misses,
-        bytes_downloaded=s.bytes_downloaded,
-        retries=s.retries,
-        shard_size=s.shard_size,
-        skipped=s.skipped,
-        padded=s.padded,
-        dropped=s.dropped,
-        cache_used_bytes=cache.used_bytes if cache else 0,
-        cache_max_bytes=cache.max_bytes if cache else 0,
-        cache_evictions=cache.evictions if cache else 0,
-    )
+    # Its seq is the machine's monotonic clock (see above); the fields are StreamStats.sample's.
+    newest: StreamStats = streams[-1]
+    return newest.sample(seq=time.monotonic_ns(), time=time.monotonic(), cache=getattr(found, "cache", None))

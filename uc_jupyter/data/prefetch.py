@@ -2,8 +2,9 @@
 
 A stream (one rank's DataLoader worker) knows its files in delivery order. :class:`Prefetcher` keeps
 a window of them in flight: hits are pinned on the spot; misses are reserved in the cache in order,
-several per index transaction, and downloaded concurrently (:class:`ReaderDownloads` on the process's
-event loop for S3 volumes, :class:`ThreadDownloads` through fsspec otherwise); each download is put
+several per index transaction, and downloaded concurrently through the volume's
+:class:`~uc_jupyter.data.downloads.Downloads` (object_store's for object storage, chosen by
+:func:`uc_jupyter.data.storage.open_storage`; fsspec's threads otherwise); each download is put
 in place as soon as it ends, on the thread that ended it, so other streams and processes waiting for
 the same file never wait for this stream's consumer. Delivered files stay pinned until the consumer
 has moved past the batch that holds them (:class:`~uc_jupyter.data.held.Held`), so a path stays
@@ -15,6 +16,13 @@ turnstile whose every step woke all waiting threads cost more than the download)
 reservations is one index transaction instead of one per file. Hits are looked up a window chunk
 at a time too (:meth:`FileCache.lookup_many`: each is proven intact by its seal, and the index is
 read once for the chunk only when some hit needs it).
+
+Files in use take room too: a resident one nothing more, a streamed one room beside the resident
+set. When the consumer says how many files it holds at once (uc_jupyter's DataLoader: every batch
+torch asked for, plus the loop's), misses stay resident only while the resident set leaves room for
+those and for every stream's window (see ``Prefetcher._may_keep``); past that they stream through
+in whole windows. A resident set up to the cache's own cap left one download at a time per stream,
+each waiting for the loop to move past a batch.
 
 Whatever ends a download, its slot is settled, so the consumer never waits for ever: an error is
 raised in the consuming loop as :class:`~uc_jupyter.data.remote.VolumeReadError` naming the file's
@@ -39,24 +47,29 @@ import resource
 import time
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from uc_jupyter.data.cache import CachedFile, FileCache, Ticket
 from uc_jupyter.data.consumer import UNKNOWN, Consumer
-from uc_jupyter.data.downloads import MAX_PREFETCH, Downloads, Wanted
+from uc_jupyter.data.downloads import Downloads, Wanted
 from uc_jupyter.data.held import Held
 from uc_jupyter.data.remote import VolumeReadError
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["Prefetcher"]
+__all__ = ["MAX_DEPTH", "RANK_DEPTH", "Pace", "Prefetcher", "depth_cap"]
 
 _CHUNK = 8  # files at least per top-up of the window
 # While the window meets only hits, it reaches this far ahead: a top-up's fixed cost (and any index
 # read for hits their seals could not prove) is shared by more files, and a pin costs a descriptor.
 _HIT_RUN = 64
 _SLOW_THREADS = 4  # files another process is downloading: waited for on a few threads
+# Downloads in flight: at most MAX_DEPTH per stream and RANK_DEPTH over a rank's streams (a store
+# refuses past a few hundred requests at once; S3 answers 503 SlowDown). Measured at issue 16's
+# conditions (lognormal 30 ms latency, 2 workers): a window of 64 slots per stream kept only about
+# 30 requests in flight at the store, since the head of the window waits for a slow answer while
+# much of what lies behind it is done; 128 per stream kept about 57 (epoch 1 0.34 -> 0.50 of the
+# bandwidth bound), 256 met the store's 503s.
+MAX_DEPTH = 128
+RANK_DEPTH = 256
+_START_DEPTH = 64  # before anything is measured: a first window that already hides the latency
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
@@ -88,6 +101,8 @@ class Prefetcher:
         hold: keep delivered files pinned for the window; False releases each as it is delivered
             (a transform that returned is done with the path).
         consumer: who uses the delivered files (:mod:`uc_jupyter.data.consumer`).
+        clock: monotonic seconds, for how long downloads take and how fast the consumer takes
+            files (the pace); read on the downloads' threads too. Tests pass their own.
 
     Pass each file :meth:`run` yields to ``delivered`` once the consumer has it.
     """
@@ -103,13 +118,17 @@ class Prefetcher:
         prefetch: int | None = None,
         hold: bool = True,
         consumer: Consumer = UNKNOWN,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.cache, self.downloads = cache, downloads
         self.group, self.keep = group, keep
         self.held = Held(cache, window, consumer)
+        self._in_use, self._streams = consumer.in_use, consumer.streams
+        self._keeping = keep  # whether misses may stay resident now (see _may_keep)
         # An attribute, not a method: it runs per file, and a warm epoch's file costs a few calls.
         self.delivered: Callable[[CachedFile], None] = self.held.add if hold else cache.release
-        self.pace = Pace(prefetch)
+        self._clock = clock
+        self.pace = Pace(prefetch, clock=clock, most=depth_cap(consumer.streams))
         self.lingering: list[CachedFile] = []  # after a complete pass: the last files, still pinned
         self._slow: cf.ThreadPoolExecutor | None = None
         self._unreserved: collections.deque[_Slot] = collections.deque()  # misses to reserve, in order
@@ -119,7 +138,7 @@ class Prefetcher:
         self._pending: collections.deque[CachedFile | _Slot] = collections.deque()
         self._wanted: Sequence[Wanted] = ()
         self._position = 0
-        _ensure_open_files(window + 2 * MAX_PREFETCH + 256)
+        _ensure_open_files(window + 2 * max(self.pace.most, prefetch or 0) + 256)
 
     def run(self, wanted: Sequence[Wanted]) -> Generator[CachedFile, None, None]:
         """Yield the file of each of ``wanted`` in order, pinned; pass each to :meth:`delivered` once used."""
@@ -130,6 +149,7 @@ class Prefetcher:
         self._unreserved.clear()
         self._hit_run = 0
         self.cache.mark_used(self.group)  # a pass over the group's listing: not evicted for another
+        self._bound_by_budget(wanted)
         self._yielded = 0
         position = 0
         refill_at = 0  # top up once the window is down to this many files
@@ -180,6 +200,18 @@ class Prefetcher:
             self.lingering = self.held.finish(completed=finished)
 
     # ---------------------------------------------------------------- internals
+    def _bound_by_budget(self, wanted: Sequence[Wanted]) -> None:
+        """Keep the downloads in flight of all the consumer's streams within the cache's headroom
+        (the room it keeps beside its resident files), at the pass's first files' mean size: a
+        deeper window would reserve room the files in use need, and the streams would crawl one
+        download at a time (measured in the half-cache scenario: epoch 1 up to 2.4 times as long)."""
+        sample = wanted[: 2 * _CHUNK]
+        if not sample:
+            return
+        mean = max(1.0, sum(w.size for w in sample) / len(sample))
+        room = self.cache.max_bytes * self.cache.headroom
+        self.pace.most = max(4, min(depth_cap(self._streams), int(room / (self._streams * mean))))
+
     def _top_up(
         self, pending: collections.deque[CachedFile | _Slot], wanted: Sequence[Wanted], position: int, depth: int
     ) -> int:
@@ -203,8 +235,9 @@ class Prefetcher:
     def _reserve(self) -> None:
         """Reserve the window's misses in order, in one transaction, and start their downloads."""
         needing = list(self._unreserved)
+        self._keeping = self.keep and self._may_keep(needing)
         outcomes = self.cache.reserve(
-            [(s.wanted.key, s.wanted.size, s.wanted.name) for s in needing], group=self.group, keep=self.keep
+            [(s.wanted.key, s.wanted.size, s.wanted.name) for s in needing], group=self.group, keep=self._keeping
         )
         starting: list[tuple[_Slot, Ticket]] = []
         for slot, outcome in zip(needing, outcomes, strict=True):
@@ -221,22 +254,35 @@ class Prefetcher:
                 slot.future = self._wait_elsewhere(slot.wanted)
         if not starting:
             return
-        started = time.perf_counter()
+        started = self._clock()
         downloads = self.downloads.start([(s.wanted.source, t.tmp, s.wanted.where) for s, t in starting])
         for (slot, ticket), download in zip(starting, downloads, strict=True):
             slot.download, slot.future = download, cf.Future()
             slot.future.set_running_or_notify_cancel()  # only _ended settles it; cancel() must not
             download.add_done_callback(functools.partial(self._ended, slot, ticket, started))
 
+    def _may_keep(self, needing: Sequence[_Slot]) -> bool:
+        """Whether these misses may stay resident: only while the resident set leaves room, within
+        the budget less its headroom, for the files the consumer holds at once and for every
+        stream's window (at these files' mean size), but never more than half the budget. Past that
+        they stream through the cache: a resident set that took the room of the files in use would
+        leave each stream one download at a time, waiting for the loop to move past a batch."""
+        if not self._in_use:
+            return True  # a consumer that says nothing: the cache's own headroom decides
+        cache = self.cache
+        mean = sum(s.wanted.size for s in needing) / len(needing)
+        room = min((self._in_use + self._streams * self.pace.depth()) * mean, cache.max_bytes / 2)
+        return cache.stats().resident_bytes + room <= cache.max_bytes * (1.0 - cache.headroom)
+
     def _ended(self, slot: _Slot, ticket: Ticket, started: float, download: cf.Future[None]) -> None:
         """Put the file in place as soon as its download ends, so that others waiting for it (other
         streams, other processes) need not wait for this stream's consumer. This runs on the thread
-        that ended the download: a pool thread, or the S3 reader's files thread (never its loop).
-        The slot is settled whatever happens here: an exception escaping a future's callback is only
-        printed, and the consumer waiting on the slot would wait for ever."""
+        that ended the download: a pool thread, or the object-store downloads' files thread (never
+        their event loop). The slot is settled whatever happens here: an exception escaping a
+        future's callback is only printed, and the consumer waiting on the slot would wait for ever."""
         future = slot.future
         assert future is not None, "a download's slot has its future before the download can end"
-        slot.seconds = time.perf_counter() - started
+        slot.seconds = self._clock() - started
         try:
             download.result()
             got = self.cache.finish(ticket)
@@ -264,7 +310,7 @@ class Prefetcher:
                     self._download_now(slot.wanted),
                     group=self.group,
                     name=slot.wanted.name,
-                    keep=self.keep,
+                    keep=self._keeping,
                     relieve=functools.partial(self._relieve, slot.wanted.size),
                 )
             except OSError as exc:
@@ -330,7 +376,7 @@ class Prefetcher:
             self._download_now(wanted),
             group=self.group,
             name=wanted.name,
-            keep=self.keep,
+            keep=self._keeping,
         )
 
     def _abandon(self, pending: collections.deque[CachedFile | _Slot]) -> None:
@@ -351,29 +397,60 @@ class Prefetcher:
         pending.clear()
 
 
-class Pace:
-    """How many downloads to keep in flight, between 4 and 64 unless fixed by ``prefetch=``: enough to
-    cover one download's latency at the pace the consumer takes items (Little's law), plus a margin
-    that grows each time the consumer had to wait for a download and shrinks slowly while it did
-    not. The margin matters when this stream itself is the bottleneck: then the consumer's pace only
-    mirrors the window, and Little's law alone would keep the window as small as it started."""
+def depth_cap(streams: int) -> int:
+    """The most downloads one of ``streams`` streams of a rank keeps in flight: :data:`MAX_DEPTH`,
+    less where the rank's streams together would pass :data:`RANK_DEPTH`.
 
-    def __init__(self, fixed: int | None) -> None:
+    Example:
+        >>> depth_cap(1), depth_cap(2), depth_cap(4), depth_cap(64)
+        (128, 128, 64, 4)
+    """
+    return max(4, min(MAX_DEPTH, RANK_DEPTH // max(1, streams)))
+
+
+class Pace:
+    """How many downloads to keep in flight, between 4 and ``most`` unless fixed by ``prefetch=``:
+    enough to cover one download's latency at the pace the consumer takes items (Little's law), plus
+    a margin that grows by half (at least 2) each time the consumer had to wait for a download and
+    shrinks slowly while it did not. The margin matters when this stream itself is the bottleneck:
+    then the consumer's pace only mirrors the window, and Little's law alone would keep the window
+    as small as it started; growing it by half reaches the cap within a few waits (a store's
+    bandwidth needs far more in flight than a fast consumer's pace alone asks for).
+
+    Example:
+        >>> now = [0.0]
+        >>> pace = Pace(None, clock=lambda: now[0])
+        >>> pace.depth()  # nothing measured yet
+        64
+        >>> pace.fetched(0.1, waited=False)  # a download takes 100 ms
+        >>> now[0] = 0.05; pace.consumed(10)  # the consumer takes a file every 5 ms
+        >>> pace.depth()  # 100 ms / 5 ms in flight, plus 2
+        22
+    """
+
+    def __init__(
+        self, fixed: int | None, *, clock: Callable[[], float] = time.perf_counter, most: int = MAX_DEPTH
+    ) -> None:
         self.fixed = fixed
+        self.most = max(4, most)
         self.fetch_seconds = 0.0
         self.consume_seconds = 0.0
         self.margin = 0.0
-        self._last = time.perf_counter()
+        self._clock = clock
+        self._last = clock()
 
     def fetched(self, seconds: float, *, waited: bool) -> None:
         """A download took ``seconds``; ``waited``: the consumer reached it before it was done."""
         self.fetch_seconds = seconds if not self.fetch_seconds else 0.9 * self.fetch_seconds + 0.1 * seconds
-        self.margin = min(float(MAX_PREFETCH), self.margin + 2.0) if waited else max(0.0, self.margin - 0.05)
+        if waited:
+            self.margin = min(float(self.most), max(self.margin + 2.0, 1.5 * self.margin))
+        else:
+            self.margin = max(0.0, self.margin - 0.05)
 
     def consumed(self, count: int) -> None:
         """The consumer took ``count`` more files since the last call (told in chunks: per file,
         the clock would cost more than a warm cache's hit)."""
-        now = time.perf_counter()
+        now = self._clock()
         elapsed, self._last = now - self._last, now
         if count <= 0:
             return
@@ -387,9 +464,9 @@ class Pace:
         if self.fixed is not None:
             return self.fixed
         if not self.fetch_seconds:
-            return 16
+            return min(_START_DEPTH, self.most)
         wanted = math.ceil(self.fetch_seconds / max(self.consume_seconds, 1e-4) + self.margin) + 2
-        return max(4, min(MAX_PREFETCH, wanted))
+        return max(4, min(self.most, wanted))
 
 
 def _full_disk(exc: BaseException) -> OSError | None:

@@ -18,9 +18,8 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from uc_jupyter.catalog import NotFound
 from uc_jupyter.catalog import storage as st
 from uc_jupyter.data import options as opt
 
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
 
     from uc_jupyter.catalog import ResolvedVolumePath
     from uc_jupyter.data.local_volume import LocalVolume
+    from uc_jupyter.data.storage import VolumeStorage
 
 __all__ = [
     "Listing",
@@ -104,6 +104,7 @@ def list_volume(
     local: LocalVolume | None = None,
     keep: Callable[[str], bool] | None = None,
     kept: str = "matching files",
+    storage: VolumeStorage | None = None,
 ) -> Listing:
     """List the files of a /Volumes folder once, sorted, without hidden and Spark marker files.
 
@@ -112,7 +113,9 @@ def list_volume(
     out (hidden ones aside) are counted in ``Listing.skipped``. A local
     (``file://``) volume is listed without following symlinks (``local``: the folder to list, made
     from ``resolved`` when not given): symlinks and other entries that are not regular files are
-    skipped, with one warning (see :mod:`uc_jupyter.data.local_volume`).
+    skipped, with one warning (see :mod:`uc_jupyter.data.local_volume`). A remote volume is
+    listed through ``storage`` (:func:`~uc_jupyter.data.storage.open_storage` of ``resolved`` when
+    not given).
 
     Raises:
         NotFound: the folder does not exist.
@@ -136,7 +139,7 @@ def list_volume(
         if not recursive:
             folders = local.sub_folders()
     else:
-        found = _remote_entries(resolved, recursive, folders)
+        found = _remote_entries(resolved, recursive, folders, storage)
 
     def wanted(relative: str) -> bool:
         if _hidden(relative):
@@ -153,7 +156,7 @@ def list_volume(
         what = kept if includes or excludes or keep else "files"
         if not recursive:
             # Only on the way to an error: is what the user wants one level down (class folders)?
-            deeper = sorted({r.split("/", 1)[0] for r, _, _ in _entries(resolved, True, local) if wanted(r)})
+            deeper = sorted({r.split("/", 1)[0] for r, _, _ in _entries(resolved, True, local, storage) if wanted(r)})
             if deeper:
                 shown = ", ".join(deeper[:3]) + (", ..." if len(deeper) > 3 else "")
                 raise ValueError(
@@ -177,43 +180,29 @@ def list_volume(
 
 
 def _entries(
-    resolved: ResolvedVolumePath, recursive: bool, local: LocalVolume | None
+    resolved: ResolvedVolumePath, recursive: bool, local: LocalVolume | None, storage: VolumeStorage | None
 ) -> Sequence[tuple[str, int, str | None]]:
     """What a listing of the folder finds (local: without following symlinks), before any filter."""
     if st.is_local(resolved.url):
         from uc_jupyter.data.local_volume import LocalVolume
 
         return (local or LocalVolume.of(resolved)).entries(recursive=recursive)[0]
-    return _remote_entries(resolved, recursive, [])
+    return _remote_entries(resolved, recursive, [], storage)
 
 
 def _remote_entries(
-    resolved: ResolvedVolumePath, recursive: bool, folders: list[str]
+    resolved: ResolvedVolumePath, recursive: bool, folders: list[str], storage: VolumeStorage | None
 ) -> list[tuple[str, int, str | None]]:
-    """``(path below the folder, size, version)`` of every file under the folder, through fsspec;
-    the names of the sub-folders a listing without ``recursive`` met go into ``folders``."""
-    fs, root = resolved.fs, resolved.path.rstrip("/")
-    where = resolved.volume_path
-    fs.invalidate_cache(root)  # a fresh listing: filesystems like s3fs keep listings around
-    info = _info(fs, root)
-    if info is None:
-        raise NotFound(f"{where} does not exist")
-    if info.get("type") == "file":
-        raise NotADirectoryError(f"{where} is a file, not a folder; give the folder that holds the files")
-    entries = fs.find(root, detail=True) if recursive else fs.ls(root, detail=True)
-    if isinstance(entries, dict):
-        entries = list(entries.values())
+    """``(path below the folder, size, version)`` of every file under the folder, through the
+    volume's storage (:mod:`uc_jupyter.data.storage`); the names of the sub-folders a listing
+    without ``recursive`` met go into ``folders``."""
+    from uc_jupyter.data.storage import open_storage
+
+    storage = storage or open_storage(resolved.url, resolved.storage_options, where=resolved.volume_path)
     found: list[tuple[str, int, str | None]] = []
-    prefix = _strip_protocol(fs, root).rstrip("/") + "/"
-    for entry in entries:
-        name = _strip_protocol(fs, entry["name"])
-        if entry.get("type") == "directory":
-            below = name.rstrip("/")[len(prefix) :]
-            if not recursive and name.startswith(prefix) and below and not below.startswith("."):
-                folders.append(below)
-            continue
-        if name.startswith(prefix):
-            found.append((name[len(prefix) :], int(entry.get("size") or 0), _version(entry)))
+    for page in storage.pages(recursive=recursive):
+        found.extend(page.files)
+        folders.extend(page.folders)
     folders.sort()
     return found
 
@@ -249,7 +238,7 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
     status = getattr(exc, "status", None) or getattr(exc, "status_code", None)
-    code = getattr(exc, "code", None)  # the lean S3 reader's S3ResponseError
+    code = getattr(exc, "code", None)  # storage.errors.StorageResponseError
     response = getattr(exc, "response", None)
     if status is None and isinstance(response, dict):  # botocore ClientError
         status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
@@ -307,28 +296,8 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:300]}"
 
 
-def _info(fs: fsspec.AbstractFileSystem, path: str) -> dict[str, Any] | None:
-    try:
-        info: dict[str, Any] = fs.info(path)
-        return info
-    except FileNotFoundError:
-        return None
-
-
-def _strip_protocol(fs: fsspec.AbstractFileSystem, path: str) -> str:
-    return str(fs._strip_protocol(path))
-
-
 def _hidden(relative: str) -> bool:
     parts = relative.split("/")
     if any(part.startswith(".") for part in parts):
         return True
     return any(fnmatch.fnmatchcase(parts[-1], marker) for marker in _MARKERS)
-
-
-def _version(entry: dict[str, Any]) -> str | None:
-    for key in ("ETag", "etag", "mtime", "LastModified", "last_modified", "updated", "created"):
-        value = entry.get(key)
-        if value is not None:
-            return str(value)
-    return None

@@ -1,12 +1,56 @@
-"""Plain, frozen statistics of data streams, read by widgets, MLflow and ``dataset.stats()``."""
+"""The counters of data streams: one shape, :class:`StreamCounters`, from which the frozen
+:class:`StreamStats` (``dataset.stats()``) and the telemetry :class:`~uc_jupyter.telemetry.model.Sample`
+(widgets, MLflow, ``loader.stats()``) are derived, each in one method here.
+
+A stream mutates its counters under its dataset's lock (per file: plain attribute increments); what
+leaves the stream is a frozen copy, and what leaves the process is a ``Sample``.
+
+Example:
+    >>> counters = StreamCounters(rank=0, worker=1, files=3, hits=2, misses=1, streamed=1)
+    >>> stats = counters.freeze()
+    >>> stats.files, stats.streamed
+    (3, 1)
+    >>> sample = stats.sample(seq=7, time=1.5, cache=None)
+    >>> sample.producer, sample.files, sample.hits, sample.seq
+    ((0, 1), 3, 2, 7)
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from uc_jupyter.data.cache import CacheStats
+from uc_jupyter.telemetry.model import Sample
 
-__all__ = ["DatasetStats", "StreamStats"]
+__all__ = ["DatasetStats", "StreamCounters", "StreamStats"]
+
+
+@dataclass(slots=True)
+class StreamCounters:
+    """One stream's cumulative counters, mutated in place under its dataset's lock.
+
+    The fields are :class:`StreamStats`'s, in the same order (a test holds them equal); read them
+    through :meth:`freeze`, never while the stream runs without the lock.
+    """
+
+    rank: int
+    worker: int
+    epoch: int = 0
+    files: int = 0
+    bytes: int = 0
+    hits: int = 0
+    misses: int = 0
+    bytes_downloaded: int = 0
+    streamed: int = 0
+    retries: int = 0
+    padded: int = 0
+    dropped: int = 0
+    shard_size: int = 0
+    skipped: int = 0
+
+    def freeze(self) -> StreamStats:
+        """A frozen copy (call it under the lock the counters are mutated under)."""
+        return StreamStats(*astuple(self))
 
 
 @dataclass(frozen=True)
@@ -15,7 +59,7 @@ class StreamStats:
 
     rank: int
     worker: int
-    epoch: int
+    epoch: int = 0
     files: int = 0  # items delivered
     bytes: int = 0  # bytes of the delivered items
     hits: int = 0  # served from the cache (or read in place)
@@ -27,6 +71,32 @@ class StreamStats:
     dropped: int = 0  # items trimmed from this rank (on_uneven="drop")
     shard_size: int = 0  # items this stream delivers per epoch
     skipped: int = 0  # this stream's share of the files left out by the filters (they sum to the dataset's)
+
+    def sample(self, *, seq: int, time: float, cache: CacheStats | None) -> Sample:
+        """This stream's telemetry sample at ``time``, with the shared ``cache``'s fill (None: no cache).
+
+        The one mapping from stream counters to telemetry: a counter the telemetry model has goes
+        across here, the others (``epoch``, ``streamed``) stay the dataset's own.
+        """
+        return Sample(
+            rank=self.rank,
+            worker=self.worker,
+            seq=seq,
+            time=time,
+            files=self.files,
+            bytes=self.bytes,
+            hits=self.hits,
+            misses=self.misses,
+            bytes_downloaded=self.bytes_downloaded,
+            retries=self.retries,
+            shard_size=self.shard_size,
+            skipped=self.skipped,
+            padded=self.padded,
+            dropped=self.dropped,
+            cache_used_bytes=cache.used_bytes if cache else 0,
+            cache_max_bytes=cache.max_bytes if cache else 0,
+            cache_evictions=cache.evictions if cache else 0,
+        )
 
 
 @dataclass(frozen=True)

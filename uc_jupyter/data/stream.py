@@ -32,7 +32,7 @@ import torch.utils.data
 from uc_jupyter.data import options as opt
 from uc_jupyter.data.grid import current_grid, stream_name
 from uc_jupyter.data.partition import Grid, OnUneven, Shard, plan, skipped_share
-from uc_jupyter.data.stats import StreamStats
+from uc_jupyter.data.stats import StreamCounters, StreamStats
 
 __all__ = ["Fingerprint", "PartitionedDataset"]
 
@@ -63,7 +63,7 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
         self.on_uneven = opt.choice("on_uneven", on_uneven, _ON_UNEVEN)
         self._next_epoch = 0
         self._resume: dict[str, Any] | None = None
-        self._streams: dict[tuple[int, int], _Counters] = {}
+        self._streams: dict[tuple[int, int], StreamCounters] = {}
         self._positions: dict[str, int] = {}
         self._lock = threading.Lock()
 
@@ -79,7 +79,7 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
         """Items of the source left out before partitioning (a volume's files that match no filter)."""
         return 0
 
-    def _stream(self, positions: npt.NDArray[np.int64], counters: _Counters, stream: str) -> Iterator[Any]:
+    def _stream(self, positions: npt.NDArray[np.int64], counters: StreamCounters, stream: str) -> Iterator[Any]:
         """Yield the items at ``positions``, counting what reaches the consumer with ``_count``."""
         raise NotImplementedError
 
@@ -197,16 +197,16 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
             return 0
         return int(resume["streams"].get(stream, 0))
 
-    def _record(self, key: tuple[int, int], shard: Shard, epoch: int, stream: str, skip: int) -> _Counters:
+    def _record(self, key: tuple[int, int], shard: Shard, epoch: int, stream: str, skip: int) -> StreamCounters:
         """Start a pass of stream ``key``: counters stay cumulative over epochs."""
         with self._lock:
-            counters = self._streams.setdefault(key, _Counters(rank=key[0], worker=key[1]))
+            counters = self._streams.setdefault(key, StreamCounters(rank=key[0], worker=key[1]))
             counters.epoch, counters.padded, counters.dropped = epoch, shard.padded, shard.dropped
             counters.shard_size = len(shard.indices)
             self._positions[stream] = skip
             return counters
 
-    def _count(self, counters: _Counters, stream: str | None = None, delivered: int = 0, **deltas: int) -> None:
+    def _count(self, counters: StreamCounters, stream: str | None = None, delivered: int = 0, **deltas: int) -> None:
         """Add ``deltas`` to the counters; ``delivered`` items reached the consumer of ``stream``."""
         with self._lock:
             for name, value in deltas.items():
@@ -214,7 +214,9 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
             if stream is not None and delivered:
                 self._positions[stream] = self._positions.get(stream, 0) + delivered
 
-    def _count_file(self, counters: _Counters, stream: str, size: int, *, downloaded: bool, resident: bool) -> None:
+    def _count_file(
+        self, counters: StreamCounters, stream: str, size: int, *, downloaded: bool, resident: bool
+    ) -> None:
         """One file of ``size`` bytes reached the consumer of ``stream``: :meth:`_count` for the
         case that runs per file, written out (keyword arguments and ``setattr`` cost more than
         a warm cache's hit)."""
@@ -228,26 +230,3 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
             else:
                 counters.hits += 1
             self._positions[stream] += 1
-
-
-@dataclass
-class _Counters:
-    """One stream's counters, mutated under the dataset's lock; ``freeze`` gives the public view."""
-
-    rank: int
-    worker: int
-    epoch: int = 0
-    files: int = 0
-    bytes: int = 0
-    hits: int = 0
-    misses: int = 0
-    bytes_downloaded: int = 0
-    streamed: int = 0
-    retries: int = 0
-    padded: int = 0
-    dropped: int = 0
-    shard_size: int = 0
-    skipped: int = 0
-
-    def freeze(self) -> StreamStats:
-        return StreamStats(**asdict(self))

@@ -30,8 +30,8 @@ from uc_jupyter.catalog.storage import delta_uri
 from uc_jupyter.data import options as opt
 from uc_jupyter.data.partition import OnUneven
 from uc_jupyter.data.renewal import Renewal
-from uc_jupyter.data.stats import DatasetStats
-from uc_jupyter.data.stream import PartitionedDataset, _Counters
+from uc_jupyter.data.stats import DatasetStats, StreamCounters
+from uc_jupyter.data.stream import PartitionedDataset
 from uc_jupyter.errors import first_line
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ class UCTableDataset(PartitionedDataset):
         shape = f"{self.columns}|{self.filter}"
         return self.name, f"v{self.version}:{hashlib.sha256(shape.encode()).hexdigest()[:12]}"
 
-    def _stream(self, positions: npt.NDArray[np.int64], counters: _Counters, stream: str) -> Iterator[Any]:
+    def _stream(self, positions: npt.NDArray[np.int64], counters: StreamCounters, stream: str) -> Iterator[Any]:
         table = self._snapshot_rows()
         for start in range(0, len(positions), self.batch_size):
             chunk = _rows_at(table, positions[start : start + self.batch_size])
@@ -137,12 +137,9 @@ class UCTableDataset(PartitionedDataset):
 
     # ---------------------------------------------------------------- internals
     def _open(self, version: int | None) -> DeltaTable:
-        from deltalake import DeltaTable
+        from uc_jupyter.tables.delta_snapshot import open_snapshot  # the one opener, its one-line errors
 
-        try:
-            return DeltaTable(self._location, version=version, storage_options=self._options)
-        except Exception as exc:  # deltalake raises bare exceptions with multi-line text
-            raise ValueError(f"table {self.name}: cannot open version {version}: {first_line(exc)}") from exc
+        return open_snapshot(self._location, table=self.name, version=version, storage_options=self._options)
 
     def _read(self, snapshot: DeltaTable, columns: list[str]) -> pa.Table:
         try:

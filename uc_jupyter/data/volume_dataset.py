@@ -19,13 +19,15 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 import numpy.typing as npt
+import torch.utils.data
 
 from uc_jupyter.catalog import Catalog, get_catalog
 from uc_jupyter.catalog import storage as st
@@ -33,20 +35,17 @@ from uc_jupyter.data import consumer
 from uc_jupyter.data import options as opt
 from uc_jupyter.data.cache import CachedFile, FileCache
 from uc_jupyter.data.decode import DecodeError, built_in, decoder_name, decodes_images, is_image_file, reads_files
-from uc_jupyter.data.downloads import MAX_PREFETCH, Downloads, ReaderDownloads, ThreadDownloads, Wanted
+from uc_jupyter.data.downloads import MAX_PREFETCH, Downloads, Wanted
 from uc_jupyter.data.local_downloads import LocalDownloads
 from uc_jupyter.data.local_volume import LocalVolume
 from uc_jupyter.data.partition import OnUneven
 from uc_jupyter.data.prefetch import Prefetcher
 from uc_jupyter.data.remote import Listing, RemoteFile, RetryPolicy, VolumeReadError, list_volume
 from uc_jupyter.data.renewal import Renewal, RenewingDownloads
-from uc_jupyter.data.s3_reader import reader_for
-from uc_jupyter.data.stats import DatasetStats
-from uc_jupyter.data.stream import PartitionedDataset, _Counters
+from uc_jupyter.data.stats import DatasetStats, StreamCounters
+from uc_jupyter.data.storage import VolumeStorage, open_storage
+from uc_jupyter.data.stream import PartitionedDataset
 from uc_jupyter.telemetry import producer
-
-if TYPE_CHECKING:
-    import fsspec
 
 __all__ = ["UCVolumeDataset"]
 
@@ -179,6 +178,12 @@ class UCVolumeDataset(PartitionedDataset):
         self._path = resolved.volume_path
         # Local volumes: every listing, check and read walks from the volume's root, no symlink followed.
         self._volume: LocalVolume | None = LocalVolume.of(resolved) if self._local else None
+        # Remote volumes: one storage (client, credentials, retries) chosen here, for the listing
+        # and this process's downloads; workers make theirs from the options (see _storage_now).
+        self._url = resolved.url
+        self._storage_options = resolved.storage_options
+        self._storage: tuple[int, VolumeStorage] | None = None
+        self._inherited: VolumeStorage | None = None
         # Images are decoded from image files only, unless include= says which files to read.
         images = decodes_images(self.transform) and not self.include
         self.listing: Listing = list_volume(
@@ -187,16 +192,12 @@ class UCVolumeDataset(PartitionedDataset):
             include=include,
             exclude=exclude,
             local=self._volume,
+            storage=None if self._local else self._storage_now(),
             keep=is_image_file if images else None,
             kept="image files" if images else "matching files",
         )
         self.recursive = recursive
         self._root = resolved.path.rstrip("/")
-        self._url = resolved.url
-        # Kept so a forked DataLoader worker does not garbage-collect the parent's async client on
-        # its own event loop (which prints a "different loop" traceback); never pickled.
-        self._parent_fs: fsspec.AbstractFileSystem | None = resolved.fs
-        self._storage_options = resolved.storage_options
         # Local volumes are read where they lie unless "always"; remote ones always go through
         # the cache, which with "never" only streams files through (nothing is kept).
         self.in_place = self._local and cache != "always"
@@ -219,9 +220,18 @@ class UCVolumeDataset(PartitionedDataset):
             # schema and reclaiming dead processes' leftovers on every epoch's start.
             self._file_cache()
         self._lingering: list[CachedFile] = []
-        self._fs: tuple[int, fsspec.AbstractFileSystem] | None = None
         # The cache keys of every file, made once here and shipped to workers (32 bytes a file).
         self._digests: bytes | None = None if self.in_place else _digests(self.listing)
+
+    @property
+    def cache(self) -> FileCache | None:
+        """The shared cache this dataset reads through, or None when it reads its files in place.
+
+        Example:
+            >>> UCVolumeDataset("/Volumes/main/ml/images").cache.stats().resident_bytes  # doctest: +SKIP
+            0
+        """
+        return None if self.in_place else self._file_cache()
 
     @property
     def skipped(self) -> int:
@@ -245,8 +255,8 @@ class UCVolumeDataset(PartitionedDataset):
 
     def __getstate__(self) -> dict[str, Any]:  # for spawn/forkserver DataLoader workers and ranks
         state = super().__getstate__()
-        state["_fs"] = None
-        state["_parent_fs"] = None
+        state["_storage"] = None  # clients and their connections stay in their process
+        state["_inherited"] = None
         state["_catalog"] = None  # a catalog holds connections and locks: a spawned worker uses get_catalog()
         state["_lingering"] = []
         return state
@@ -261,7 +271,8 @@ class UCVolumeDataset(PartitionedDataset):
     def _identity(self) -> tuple[str, str]:
         return self.listing.volume_path, self.listing.digest
 
-    def _stream(self, positions: npt.NDArray[np.int64], counters: _Counters, stream: str) -> Iterator[Any]:
+    def _stream(self, positions: npt.NDArray[np.int64], counters: StreamCounters, stream: str) -> Iterator[Any]:
+        _freeze_inherited()
         indices: list[int] = positions.tolist()  # plain ints: indexing with numpy's costs more per file
         if self.in_place:
             return self._read_in_place(indices, counters, stream)
@@ -279,16 +290,17 @@ class UCVolumeDataset(PartitionedDataset):
         )
 
     # ---------------------------------------------------------------- internals
-    def _filesystem(self) -> fsspec.AbstractFileSystem:
-        # One filesystem object per process: async filesystems do not survive a fork.
-        if self._fs is None or self._fs[0] != os.getpid():
-            import fsspec.core
-
-            fs, _ = fsspec.core.url_to_fs(
-                self._url, skip_instance_cache=True, **_with_pool(self._url, self._storage_options)
-            )
-            self._fs = (os.getpid(), fs)
-        return self._fs[1]
+    def _storage_now(self) -> VolumeStorage:
+        """The volume's storage with the options held now, one per process (clients do not
+        survive a fork; a forked worker makes its own, see :mod:`uc_jupyter.data.storage.objects`)."""
+        if self._storage is None or self._storage[0] != os.getpid():
+            if self._storage is not None:
+                # The parent's, kept (never used) so a forked worker does not garbage-collect an
+                # async client on its own event loop (which prints a "different loop" traceback).
+                self._inherited = self._storage[1]
+            made = open_storage(self._url, self._storage_options, where=self._path)
+            self._storage = (os.getpid(), made)
+        return self._storage[1]
 
     def _file_cache(self) -> FileCache:
         if self._cache is None:
@@ -313,7 +325,7 @@ class UCVolumeDataset(PartitionedDataset):
             return item, self._label_index[remote.relative.split("/", 1)[0]]
         return item
 
-    def _read_in_place(self, indices: list[int], counters: _Counters, stream: str) -> Iterator[Any]:
+    def _read_in_place(self, indices: list[int], counters: StreamCounters, stream: str) -> Iterator[Any]:
         """Each file checked as it is yielded (see the class docstring); a decoder that can read an
         open file reads it through the checked descriptor, never by path."""
         files, root, volume = self.listing.files, self._root, self._volume
@@ -352,7 +364,7 @@ class UCVolumeDataset(PartitionedDataset):
         name = decoder_name(self.transform) if self.transform is not None else "the transform"
         return DecodeError(f"{where}: {name} could not decode it ({type(exc).__name__}: {detail})")
 
-    def _read_cached(self, indices: list[int], counters: _Counters, stream: str) -> Iterator[Any]:
+    def _read_cached(self, indices: list[int], counters: StreamCounters, stream: str) -> Iterator[Any]:
         cache = self._file_cache()
         for leftover in self._lingering:  # the previous pass's last files: its consumer moved on
             cache.release(leftover)
@@ -418,13 +430,15 @@ class UCVolumeDataset(PartitionedDataset):
             )
         self._storage_options = resolved.storage_options
         self._renewal = Renewal(resolved.expires_at, clock=self._renewal.clock)
-        self._fs = None  # the next filesystem is made with the new options
+        # The next downloads get a storage with the new options; the old one ends with the pass
+        # (RenewingDownloads closes the downloads that hold it).
+        self._storage = None
         return True
 
-    def _downloads(self, counters: _Counters) -> Downloads:
-        """Copies through checked descriptors for local volumes; the lean S3 reader where the
-        volume's options allow it; else fsspec on pool threads. Options that expire are renewed
-        as the pass starts and before each batch of downloads."""
+    def _downloads(self, counters: StreamCounters) -> Downloads:
+        """Copies through checked descriptors for local volumes, else the volume's storage
+        (:mod:`uc_jupyter.data.storage`). Options that expire are renewed as the pass starts and
+        before each batch of downloads."""
         threads = MAX_PREFETCH if self.prefetch is None else self.prefetch
         if self._volume is not None:
             return LocalDownloads(self._volume, self.listing.files, threads=min(threads, 16))
@@ -433,17 +447,13 @@ class UCVolumeDataset(PartitionedDataset):
         self._renew()
         return RenewingDownloads(lambda: self._remote_downloads(counters, threads), self._renew)
 
-    def _remote_downloads(self, counters: _Counters, threads: int) -> Downloads:
+    def _remote_downloads(self, counters: StreamCounters, threads: int) -> Downloads:
         """The downloads of a remote volume with the options held now."""
 
         def on_retry() -> None:
             self._count(counters, retries=1)
 
-        options = _with_pool(self._url, self._storage_options)
-        reader = reader_for(self._url, options)
-        if reader is not None:
-            return ReaderDownloads(reader, self.retry, on_retry=on_retry)
-        return ThreadDownloads(self._filesystem(), self.retry, on_retry=on_retry, threads=threads)
+        return self._storage_now().downloads(self.retry, on_retry=on_retry, threads=threads)
 
 
 class _WantedFiles(Sequence[Wanted]):
@@ -468,16 +478,23 @@ class _WantedFiles(Sequence[Wanted]):
         return self._dataset._wanted([self._positions[item]])[0]
 
 
+_FROZEN_IN: int | None = None  # the DataLoader worker process that froze what it inherited
+
+
+def _freeze_inherited() -> None:
+    """In a DataLoader worker, once: move every object it started with (torch's modules, the
+    listing, the dataset) out of the cyclic garbage collector's reach (:func:`gc.freeze`). A pass
+    allocates a few objects per file, so the collector runs often, and each full collection walked
+    all of them: measured at issue 16's conditions (3,000 files, 2 workers, back to back), client
+    CPU per file 0.61-0.64 ms without, 0.46-0.51 ms with. Not in the training process itself
+    (its objects are the user's); cycles already unreachable then are kept for the worker's life."""
+    global _FROZEN_IN
+    if os.getpid() == _FROZEN_IN or torch.utils.data.get_worker_info() is None:
+        return
+    _FROZEN_IN = os.getpid()
+    gc.freeze()
+
+
 def _digests(listing: Listing) -> bytes:
     """The cache key of each listed file, as 32 raw bytes each."""
     return b"".join(FileCache.key_digest(f"{listing.url}/{f.relative}", f.size, f.version) for f in listing.files)
-
-
-def _with_pool(url: str, options: dict[str, Any]) -> dict[str, Any]:
-    """S3 clients allow 10 connections by default, which caps a stream at 10 requests in flight;
-    raise that to the prefetch ceiling unless the volume's options say otherwise."""
-    if not url.startswith(("s3://", "s3a://")):
-        return options
-    config = dict(options.get("config_kwargs") or {})
-    config.setdefault("max_pool_connections", MAX_PREFETCH)
-    return {**options, "config_kwargs": config}

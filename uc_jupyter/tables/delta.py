@@ -17,6 +17,7 @@ from uc_jupyter.catalog.delta_files import delta_exists
 from uc_jupyter.catalog.storage import delta_uri
 from uc_jupyter.data import options as opt
 from uc_jupyter.errors import first_line
+from uc_jupyter.tables.delta_snapshot import SnapshotError, SnapshotMissing, open_snapshot
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -26,21 +27,24 @@ __all__ = ["open_delta", "read_arrow"]
 
 
 def open_delta(name: str, *, version: int | None = None, catalog: Catalog | None = None) -> DeltaTable:
-    """The Delta snapshot of table ``name`` (its latest version, or ``version``); needs SELECT."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError
+    """The Delta snapshot of table ``name`` (its latest version, or ``version``); needs SELECT.
 
+    Errors are the catalog's, one line each: NotFound when the table (or that version) is not
+    there, or was dropped or replaced meanwhile; CatalogError naming the table otherwise.
+    """
     version = opt.maybe_whole_number("version", version)
     cat = catalog or get_catalog()
     resolved = cat.resolve_table(name)
+    full_name = resolved.table.full_name
     try:
-        return DeltaTable(
+        return open_snapshot(
             delta_uri(resolved.storage_location),
+            table=full_name,
             version=version,
-            storage_options=resolved.storage_options or None,
+            storage_options=resolved.storage_options,
         )
-    except DeltaError as exc:
-        raise _delta_failure(cat, resolved, f"cannot open version {version}", exc) from exc
+    except SnapshotError as exc:
+        raise _delta_failure(cat, resolved, exc) from exc
 
 
 def read_arrow(
@@ -65,13 +69,16 @@ def read_arrow(
     try:
         return pa.RecordBatchReader.from_stream(table.scan(columns=columns)).read_all()
     except (OSError, pa.ArrowException, DeltaError) as exc:  # e.g. its files went away while they were read
-        raise _delta_failure(cat, cat.resolve_table(name), "reading its files failed", exc) from exc
+        resolved = cat.resolve_table(name)
+        failed = SnapshotError(f"table {resolved.table.full_name}: reading its files failed: {first_line(exc)}")
+        raise _delta_failure(cat, resolved, failed) from exc
 
 
-def _delta_failure(catalog: Catalog, resolved: ResolvedTable, what: str, exc: BaseException) -> CatalogError:
-    """The one-line error for a Delta read that failed. Readers take no lock, so a table may be dropped
-    or replaced while it is read: the catalog is asked again, and then the answer is its NotFound (the
-    table is gone), a NotFound saying it moved, or a CatalogError with deltalake's first line."""
+def _delta_failure(catalog: Catalog, resolved: ResolvedTable, exc: SnapshotError) -> CatalogError:
+    """The catalog's one-line error for a Delta read that failed. Readers take no lock, so a table may
+    be dropped or replaced while it is read: the catalog is asked again, and then the answer is its
+    NotFound (the table is gone), a NotFound saying it moved, or the snapshot's own one line (a
+    NotFound when the table has no such version)."""
     name = resolved.table.full_name
     try:
         now = catalog.resolve_table(name)  # raises NotFound when it was dropped meanwhile
@@ -81,4 +88,4 @@ def _delta_failure(catalog: Catalog, resolved: ResolvedTable, what: str, exc: Ba
         name, now.storage_location, now.storage_options
     ):
         return NotFound(f"table {name} was dropped or replaced while it was read; read it again")
-    return CatalogError(f"table {name}: {what}: {first_line(exc)}")
+    return NotFound(str(exc)) if isinstance(exc, SnapshotMissing) else CatalogError(str(exc))

@@ -13,8 +13,10 @@ Options: ``path`` (the table's storage URI), ``version``, ``storage_options`` (J
 else the planning process's CPUs count) and ``max_split_bytes`` (the most bytes of Parquet per split;
 by default as Spark sizes the splits of its file sources).
 
-This module imports nothing else from uc_jupyter, so its classes can be shipped to a remote Spark
-Connect server by value (cloudpickle), where only ``deltalake`` and ``pyarrow`` need to be installed.
+This module imports nothing else from uc_jupyter but :mod:`uc_jupyter.tables.delta_snapshot` (the
+one Delta opener, itself free of uc_jupyter), so both can be shipped to a remote Spark Connect server
+by value (cloudpickle), where only ``deltalake`` and ``pyarrow`` need to be installed. Option
+``table`` names the table in the opener's errors.
 
 Example:
     >>> spark.dataSource.register(DeltaSource)                                          # doctest: +SKIP
@@ -34,6 +36,8 @@ from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from uc_jupyter.tables.delta_snapshot import open_snapshot
 
 __all__ = ["DeltaSource"]
 
@@ -78,11 +82,10 @@ class _Split:
 
 
 def _open(options: Mapping[str, str]) -> Any:
-    from deltalake import DeltaTable
-
     version = options.get("version")
-    return DeltaTable(
+    return open_snapshot(
         options["path"],
+        table=options.get("table") or options["path"],
         version=int(version) if version not in (None, "") else None,
         storage_options=_storage_options(options),
     )

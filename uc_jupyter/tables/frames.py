@@ -77,6 +77,7 @@ def table(
     frame = (
         session.read.format("uc_delta")
         .option("path", delta_uri(resolved.storage_location))
+        .option("table", full_name)
         .option("version", str(snapshot.version()))
         .option("storage_options", json.dumps(resolved.storage_options or {}))
         .options(**_parallelism(session))
@@ -184,8 +185,9 @@ def _register(session: SparkSession) -> None:
     # pyspark pickles with its own copy of cloudpickle: the module must be registered with that one.
     from pyspark import cloudpickle
 
-    from uc_jupyter.tables import delta_source
+    from uc_jupyter.tables import delta_snapshot, delta_source
 
-    cloudpickle.register_pickle_by_value(delta_source)  # type: ignore[no-untyped-call]  # pyspark's copy has no hints
+    for module in (delta_source, delta_snapshot):  # delta_source opens snapshots with delta_snapshot's opener
+        cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]  # pyspark's copy has no hints
     session.dataSource.register(delta_source.DeltaSource)
     _registered.add(id(session))

@@ -155,11 +155,16 @@ class MlflowSink:
 
     @classmethod
     def for_active_run(
-        cls, rank: int, current: MlflowSink | None = None, *, baseline: Callable[[], Snapshot] | None = None
+        cls,
+        rank: int,
+        current: MlflowSink | None = None,
+        *,
+        baseline: Callable[[], Snapshot] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> MlflowSink | None:
         """A sink for the active run (or ``MLFLOW_RUN_ID``); ``current`` when it already logs to
         that run; None when there is no run or MLflow fails. ``baseline`` gives the loader's
-        snapshot now, asked only for a new sink."""
+        snapshot now, asked only for a new sink; ``clock`` is the loader's."""
         try:
             run_id = active_run_id()
             if not run_id:
@@ -179,6 +184,7 @@ class MlflowSink:
                 client.log_batch,
                 run_active=run_active,
                 baseline=baseline() if baseline is not None else None,
+                clock=clock,
             )
         except Exception as exc:  # MLflow missing or misconfigured: train without it
             notice(f"uc_jupyter: not logging data-loading metrics to MLflow: {exc}", key=_UNAVAILABLE)

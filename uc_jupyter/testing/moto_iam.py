@@ -20,17 +20,15 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import subprocess
 import sys
-import tempfile
-import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from uc_jupyter.processes import free_port
+from uc_jupyter.testing.local_service import serving
 
 __all__ = ["MotoIam", "moto_iam"]
 
@@ -90,24 +88,9 @@ def moto_iam(buckets: Sequence[str] = ()) -> Iterator[MotoIam]:
     """A moto server with ``buckets`` and the ``uc-server`` user, enforcing IAM; stopped on exit."""
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    # A file, not a pipe: moto logs every request, and a full pipe would stall it.
-    with tempfile.TemporaryFile() as log:
-        process = subprocess.Popen(
-            [*_moto_server(), "-H", "127.0.0.1", "-p", str(port)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            _wait_ready(endpoint, process, log)
-            yield _bootstrap(endpoint, buckets)
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    argv = [*_moto_server(), "-H", "127.0.0.1", "-p", str(port)]
+    with serving("moto_server", argv, f"{endpoint}/moto-api/", ready_seconds=_READY_S):
+        yield _bootstrap(endpoint, buckets)
 
 
 def _bootstrap(endpoint: str, buckets: Sequence[str]) -> MotoIam:
@@ -128,19 +111,3 @@ def _bootstrap(endpoint: str, buckets: Sequence[str]) -> MotoIam:
     with urllib.request.urlopen(request, timeout=10) as answer:
         answer.read()
     return MotoIam(endpoint, (made["AccessKeyId"], made["SecretAccessKey"]))
-
-
-def _wait_ready(endpoint: str, process: subprocess.Popen[bytes], log: IO[bytes]) -> None:
-    deadline = time.monotonic() + _READY_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            log.seek(0)
-            err = log.read().decode(errors="replace")
-            raise RuntimeError(f"moto_server exited with {process.returncode}: {err.strip()[-500:]}")
-        try:
-            with urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2) as answer:
-                answer.read()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"moto_server did not answer on {endpoint} within {_READY_S:.0f} s")

@@ -1,16 +1,28 @@
 """A small S3-compatible server over a local folder, with injected latency, bandwidth and failures.
 
 It speaks the part of S3 that reading a volume needs (ListObjectsV2, HeadBucket, HeadObject,
-GetObject with ranges, PutObject) so ``s3fs`` can use it, and it counts what it serves. The tests,
-the benchmarks and the tutorial notebooks run it in its own process on 127.0.0.1:
+GetObject with ranges, PutObject) so ``s3fs`` and ``obstore`` can use it, and it counts what it
+serves. It checks no signature (moto does, for the tests of credentials); ``--require-key`` refuses
+requests that carry no credential of one access key. The tests, the benchmarks and the tutorial
+notebooks run it in its own process on 127.0.0.1:
 
-    python -m uc_jupyter.testing.s3_server --root DIR [--latency 0.03] [--bandwidth 50e6]
+    python -m uc_jupyter.testing.s3_server --root DIR [--latency 0.025 --latency-sigma 0.6]
+        [--bandwidth 50e6 --connection-bandwidth 25e6] [--max-in-flight 256] [--seed 0] [--require-key K]
 
-Buckets are the sub-folders of ``DIR``. Control endpoints (plain JSON, outside S3's namespace):
-``GET /_control/stats``, ``POST /_control/reset`` and ``POST /_control/config`` with any of
-``latency`` (seconds per request), ``bandwidth`` (bytes per second, all connections together, 0 for
-unlimited), ``fail_first`` (answer the first N GETs of each object with an error) and ``fail_status``
-(503 SlowDown, the default, or 500 InternalError).
+Buckets are the sub-folders of ``DIR``. The shaping (:mod:`uc_jupyter.testing.s3_shaping`): each
+request waits a lognormal latency (``latency`` is its median, ``latency_sigma`` its shape, 0 for a
+constant; seeded), bytes pass one shared link of ``bandwidth`` bytes/s and at most
+``connection_bandwidth`` bytes/s per connection (0: no cap), and a request beyond
+``max_in_flight`` requests in flight is answered 503 SlowDown at once (0: no limit).
+
+Control endpoints (plain JSON, outside S3's namespace): ``GET /_control/stats`` (requests, GETs per
+key, bytes sent, ``clients``: requests by the product of their User-Agent (``object_store``,
+``aiobotocore``: which library asked), ``in_flight``: now, peak and the time-weighted ``mean`` since
+the last reset, ``delayed_seconds`` the bandwidth caps added, ``refused`` requests over
+``max_in_flight``, and the settings; ``requests["refused unsigned"]`` counts those without the
+access key ``--require-key`` asks for), ``POST /_control/reset`` (counters and the in-flight window)
+and ``POST /_control/config`` with any setting above, ``fail_first`` (answer the first N GETs of each
+object with an error) and ``fail_status`` (503 SlowDown, the default, or 500 InternalError).
 
 Example:
     >>> with S3TestServer(root) as server:                     # doctest: +SKIP
@@ -40,6 +52,8 @@ from xml.sax.saxutils import escape
 
 from aiohttp import web
 
+from uc_jupyter.testing.s3_shaping import InFlight, Latency, Link
+
 __all__ = ["S3TestServer", "serve"]
 
 _NS = "http://s3.amazonaws.com/doc/2006-03-01/"
@@ -47,30 +61,66 @@ _CHUNK = 64 * 1024
 
 
 class _State:
-    def __init__(self, root: Path, latency: float, bandwidth: float, fail_first: int) -> None:
+    def __init__(self, root: Path, settings: dict[str, float], require_key: str = "") -> None:
         self.root = root
-        self.latency = latency
-        self.bandwidth = bandwidth
-        self.fail_first = fail_first
+        self.require_key = require_key
+        self.latency = Latency(settings.get("latency", 0.0), settings.get("latency_sigma", 0.0), int(settings["seed"]))
+        self.link = Link(settings.get("bandwidth", 0.0), settings.get("connection_bandwidth", 0.0))
+        self.in_flight = InFlight()
+        self.max_in_flight = int(settings.get("max_in_flight", 0))
+        self.fail_first = int(settings.get("fail_first", 0))
         self.fail_status = 503
         self.listings: dict[tuple[str, str], list[tuple[str, os.stat_result]]] = {}
         self.reset()
-        self._free_at = 0.0
 
     def reset(self) -> None:
         self.requests: collections.Counter[str] = collections.Counter()
         self.gets: collections.Counter[str] = collections.Counter()
         self.attempts: collections.Counter[str] = collections.Counter()
+        self.clients: collections.Counter[str] = collections.Counter()  # requests by User-Agent product
         self.bytes_sent = 0
+        self.refused = 0
+        self.link.reset()
+        self.in_flight.reset()
 
-    async def throttle(self, size: int) -> None:
-        """Share one link of ``bandwidth`` bytes per second among all connections."""
-        if not self.bandwidth:
-            return
-        now = time.monotonic()
-        start = max(now, self._free_at)
-        self._free_at = start + size / self.bandwidth
-        await asyncio.sleep(self._free_at - now)
+    def configure(self, config: dict[str, Any]) -> None:
+        """Apply the settings ``config`` names (the rest stay as they are)."""
+        numbers = {name: float(value) for name, value in config.items() if name in _SETTINGS}
+        unknown = sorted(set(config) - set(_SETTINGS))
+        if unknown:
+            raise ValueError(f"unknown settings {unknown}: use {sorted(_SETTINGS)}")
+        negative = sorted(name for name, value in numbers.items() if value < 0)
+        if negative:
+            raise ValueError(f"invalid settings {negative}: give numbers >= 0")
+        self.latency.median = numbers.get("latency", self.latency.median)
+        self.latency.sigma = numbers.get("latency_sigma", self.latency.sigma)
+        self.link.bandwidth = numbers.get("bandwidth", self.link.bandwidth)
+        self.link.connection_bandwidth = numbers.get("connection_bandwidth", self.link.connection_bandwidth)
+        self.max_in_flight = int(numbers.get("max_in_flight", self.max_in_flight))
+        self.fail_first = int(numbers.get("fail_first", self.fail_first))
+        self.fail_status = int(numbers.get("fail_status", self.fail_status))
+
+    def settings(self) -> dict[str, float]:
+        return {
+            "latency": self.latency.median,
+            "latency_sigma": self.latency.sigma,
+            "bandwidth": self.link.bandwidth,
+            "connection_bandwidth": self.link.connection_bandwidth,
+            "max_in_flight": self.max_in_flight,
+            "fail_first": self.fail_first,
+            "fail_status": self.fail_status,
+        }
+
+    async def throttle(self, request: web.Request, size: int) -> None:
+        """Wait until ``size`` bytes have passed the shared link and this request's connection."""
+        wait = self.link.delay(size, request.transport.get_extra_info("peername") if request.transport else None)
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+
+# Every setting of the shaping and the failures, by its name in /_control/config and on the command line.
+_SHAPING = ("latency", "latency_sigma", "bandwidth", "connection_bandwidth", "max_in_flight")
+_SETTINGS = (*_SHAPING, "fail_first", "fail_status")
 
 
 def _xml(body: str, status: int = 200) -> web.Response:
@@ -185,7 +235,7 @@ async def _get(state: _State, request: web.Request, path: Path, key: str, stat: 
         with open(path, "rb") as handle:
             handle.seek(start)
             body = handle.read(length)
-        await state.throttle(len(body))
+        await state.throttle(request, len(body))
         state.gets[key] += 1
         state.bytes_sent += len(body)
         return web.Response(status=status, headers=headers, body=body)
@@ -199,7 +249,7 @@ async def _get(state: _State, request: web.Request, path: Path, key: str, stat: 
             chunk = handle.read(min(_CHUNK, remaining))
             if not chunk:
                 break
-            await state.throttle(len(chunk))
+            await state.throttle(request, len(chunk))
             await response.write(chunk)
             state.bytes_sent += len(chunk)
             remaining -= len(chunk)
@@ -211,7 +261,31 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     state: _State = request.app["state"]
     if request.path.startswith("/_control/"):
         return await _control(state, request)
-    await asyncio.sleep(state.latency)
+    # The product of the User-Agent ("aiobotocore/2.x ..." -> "aiobotocore"): which client library asked.
+    state.clients[request.headers.get("User-Agent", "").split("/", 1)[0].split(" ", 1)[0] or "-"] += 1
+    if state.max_in_flight and state.in_flight.now >= state.max_in_flight:
+        state.refused += 1  # as a store over its request rate: at once, before any latency
+        return _error(503, "SlowDown", f"more than {state.max_in_flight} requests in flight, please retry")
+    if state.require_key and not _signed_with(request, state.require_key):
+        state.requests["refused unsigned"] += 1
+        return _error(403, "AccessDenied", f"requests must be signed with access key {state.require_key!r}")
+    state.in_flight.enter()
+    try:
+        return await _serve(state, request)
+    finally:
+        state.in_flight.leave()
+
+
+def _signed_with(request: web.Request, key: str) -> bool:
+    """Does the request carry a SigV4 credential of access key ``key`` (header or presigned query)?
+    The signature itself is not checked: this tells a client that sent the keys from one that sent none."""
+    credential = f"{key}/"
+    header = request.headers.get("Authorization", "")
+    return f"Credential={credential}" in header or request.query.get("X-Amz-Credential", "").startswith(credential)
+
+
+async def _serve(state: _State, request: web.Request) -> web.StreamResponse:
+    await asyncio.sleep(state.latency.draw())
     bucket, _, key = request.path.lstrip("/").partition("/")
     if not bucket or not (state.root / bucket).is_dir():
         return _error(404, "NoSuchBucket", f"no bucket {bucket!r}")
@@ -253,10 +327,10 @@ async def _control(state: _State, request: web.Request) -> web.Response:
     if action == "reset" and request.method == "POST":
         state.reset()
     elif action == "config" and request.method == "POST":
-        config = await request.json()
-        for name in ("latency", "bandwidth", "fail_first", "fail_status"):
-            if name in config:
-                setattr(state, name, type(getattr(state, name))(config[name]))
+        try:
+            state.configure(await request.json())
+        except (ValueError, TypeError) as exc:
+            return web.json_response({"error": str(exc)}, status=400)
     elif action != "stats":
         return web.json_response({"error": f"unknown control {action!r}"}, status=404)
     return web.json_response(
@@ -264,18 +338,21 @@ async def _control(state: _State, request: web.Request) -> web.Response:
             "requests": dict(state.requests),
             "gets": dict(state.gets),
             "bytes_sent": state.bytes_sent,
-            "latency": state.latency,
-            "bandwidth": state.bandwidth,
-            "fail_first": state.fail_first,
-            "fail_status": state.fail_status,
+            "clients": dict(state.clients),
+            "in_flight": state.in_flight.snapshot(),
+            "delayed_seconds": state.link.delayed_seconds,
+            "refused": state.refused,
+            **state.settings(),
         }
     )
 
 
-async def serve(root: Path, port: int, latency: float, bandwidth: float, fail_first: int) -> None:
-    """Serve until cancelled; prints ``listening on http://127.0.0.1:PORT`` once ready."""
+async def serve(root: Path, port: int, settings: dict[str, float], require_key: str = "") -> None:
+    """Serve until cancelled; prints ``listening on http://127.0.0.1:PORT`` once ready. ``settings``
+    maps the names of ``/_control/config`` (and ``seed``) to values; those left out are 0.
+    ``require_key``: answer 403 to S3 requests not signed with that access key ("": no check)."""
     app = web.Application(client_max_size=1 << 30)
-    app["state"] = _State(root, latency, bandwidth, fail_first)
+    app["state"] = _State(root, {"seed": 0, **settings}, require_key)
     app.router.add_route("*", "/{tail:.*}", _handle)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
@@ -288,9 +365,15 @@ async def serve(root: Path, port: int, latency: float, bandwidth: float, fail_fi
 class S3TestServer:
     """Run the server in its own process on a free port; a context manager.
 
+    ``latency`` is the median of each request's wait, ``latency_sigma`` its lognormal shape (0: the
+    same every time), ``seed`` the generator's; the bandwidths are bytes/s (0: no cap);
+    ``max_in_flight`` answers requests beyond it with 503 SlowDown (0: no limit); ``require_key``
+    answers 403 AccessDenied to requests that carry no SigV4 credential of that access key (the
+    signature is not checked; "": anyone may ask).
+
     Example:
-        >>> with S3TestServer("/tmp/buckets", latency=0.03) as server:  # doctest: +SKIP
-        ...     server.stats()["requests"]
+        >>> with S3TestServer("/tmp/buckets", latency=0.025, latency_sigma=0.6) as server:  # doctest: +SKIP
+        ...     server.stats()["in_flight"]["mean"]
     """
 
     def __init__(
@@ -298,18 +381,19 @@ class S3TestServer:
         root: str | os.PathLike[str],
         *,
         latency: float = 0.0,
+        latency_sigma: float = 0.0,
         bandwidth: float = 0.0,
+        connection_bandwidth: float = 0.0,
+        max_in_flight: int = 0,
         fail_first: int = 0,
+        seed: int = 0,
+        require_key: str = "",
     ) -> None:
         self.root = Path(root)
-        self.args = [
-            "--latency",
-            str(latency),
-            "--bandwidth",
-            str(bandwidth),
-            "--fail-first",
-            str(fail_first),
-        ]
+        given = (latency, latency_sigma, bandwidth, connection_bandwidth, max_in_flight, fail_first, seed)
+        names = (name.replace("_", "-") for name in (*_SETTINGS[:-1], "seed"))  # in the order of `given`
+        self.args = [arg for name, value in zip(names, given, strict=True) for arg in (f"--{name}", str(value))]
+        self.args += ["--require-key", require_key] if require_key else []
         self.process: subprocess.Popen[str] | None = None
         self.endpoint = ""
 
@@ -365,6 +449,16 @@ class S3TestServer:
     def stats(self) -> dict[str, Any]:
         return self._control("stats")
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds the server process has used so far (Linux ``/proc``; NaN elsewhere), so a
+        benchmark can tell the client's CPU from the store's."""
+        assert self.process is not None, "the server is not started"
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def reset(self) -> dict[str, Any]:
         return self._control("reset", {})
 
@@ -382,12 +476,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--root", required=True, type=Path, help="folder whose sub-folders are buckets")
     parser.add_argument("--port", type=int, default=0, help="0: a free port")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
+    parser.add_argument("--latency", type=float, default=0.0, help="median seconds each request waits")
+    parser.add_argument("--latency-sigma", type=float, default=0.0, help="lognormal shape of the wait (0: constant)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the latency draws")
     parser.add_argument("--bandwidth", type=float, default=0.0, help="bytes per second in all (0: unlimited)")
+    parser.add_argument("--connection-bandwidth", type=float, default=0.0, help="bytes per second per connection")
+    parser.add_argument("--max-in-flight", type=int, default=0, help="503 SlowDown beyond N requests (0: no limit)")
     parser.add_argument("--fail-first", type=int, default=0, help="503 the first N GETs of each object")
+    parser.add_argument("--require-key", default="", help="403 requests not signed with this access key id")
     args = parser.parse_args(argv)
+    if min(args.latency, args.latency_sigma, args.bandwidth, args.connection_bandwidth, args.max_in_flight) < 0:
+        parser.error("--latency, --latency-sigma, the bandwidths and --max-in-flight must be >= 0")
+    settings = {name: float(getattr(args, name)) for name in (*_SETTINGS[:-1], "seed")}
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args.root, args.port, args.latency, args.bandwidth, args.fail_first))
+        asyncio.run(serve(args.root, args.port, settings, args.require_key))
 
 
 if __name__ == "__main__":

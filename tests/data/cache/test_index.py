@@ -1,4 +1,5 @@
-"""The cache's index as a process uses it: recovery from damage found while in use."""
+"""The cache's index as a process uses it: recovery from damage found while in use, and the timer that
+enters finished downloads, run on the test's own clock."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import re
 import sqlite3
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
-from uc_jupyter.data.cache import CacheIntegrityWarning, CacheStats, FileCache
+from uc_jupyter.data.cache import CacheIntegrityWarning, CacheStats, FileCache, Ticket
+from uc_jupyter.data.cache.index import FLUSH_SECONDS
 
 from .conftest import get
 
@@ -43,3 +46,50 @@ def test_an_index_damaged_while_in_use_is_rebuilt_by_the_next_operation(tmp_path
     assert hit is not None
     cache.release(hit)
     assert cache.stats().entries == 2
+
+
+class Timers:
+    """The cache's flush timer on a clock of the test's own: work runs when ``advance`` passes its time."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.started: list[tuple[float, Callable[[], None]]] = []
+
+    def __call__(self, seconds: float, work: Callable[[], None]) -> None:
+        self.started.append((self.now + seconds, work))
+
+    def clock(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        due = [work for at, work in self.started if at <= self.now]
+        self.started = [(at, work) for at, work in self.started if at > self.now]
+        for work in due:
+            work()
+
+
+def test_finished_downloads_are_entered_by_the_flush_timer_once_its_time_has_come(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    timers = Timers()
+    cache = FileCache(root, max_bytes=10**6, min_free_bytes=0, clock=timers.clock, timer=timers)
+    other = FileCache(root, max_bytes=10**6, min_free_bytes=0)  # another process's view: its own bookkeeping
+    wanted = [(FileCache.key(f"s3://b/{n}.png", 5, "v1"), 5, f"{n}.png") for n in "ab"]
+    tickets = cache.reserve(wanted, group="g")
+    for ticket in tickets:
+        assert isinstance(ticket, Ticket)
+        Path(ticket.tmp).write_bytes(b"hello")
+        cache.release(cache.finish(ticket))
+    assert [at for at, _ in timers.started] == [timers.now + FLUSH_SECONDS]  # one timer for both
+    assert other.reserve(wanted, group="g") == ["busy", "busy"]  # put in place, not entered yet
+    timers.advance(FLUSH_SECONDS / 2)
+    assert other.reserve(wanted, group="g") == ["busy", "busy"]
+    timers.advance(FLUSH_SECONDS / 2)
+    assert timers.started == []
+    assert other.reserve(wanted, group="g") == ["present", "present"]
+    assert other.stats().entries == 2
+    [again] = cache.reserve([(FileCache.key("s3://b/c.png", 5, "v1"), 5, "c.png")], group="g")
+    assert isinstance(again, Ticket)
+    Path(again.tmp).write_bytes(b"hello")
+    cache.release(cache.finish(again))
+    assert len(timers.started) == 1  # the next download after a flush starts the timer again

@@ -17,6 +17,7 @@ locks that keep handed-out files from eviction), :mod:`~uc_jupyter.data.cache.in
 (checksums, fingerprints, seals), :mod:`~uc_jupyter.data.cache.checks` (what a hit checks before a
 file is served), :mod:`~uc_jupyter.data.cache.ledger` (the index's tables: entries, reservations,
 bytes, rebuild), :mod:`~uc_jupyter.data.cache.index` (transactions, batched bookkeeping, recovery),
+:mod:`~uc_jupyter.data.cache.disk` (what files, index and folders take on disk),
 :mod:`~uc_jupyter.data.cache.admission` (room within the budget, eviction), and
 :mod:`~uc_jupyter.data.cache.filecache` (:class:`FileCache`, which joins them).
 
@@ -40,7 +41,10 @@ Why it is built this way:
 - Downloads go to ``tmp/`` and are renamed into place, so a reader never sees a partial file, even
   after ``kill -9``; the dead process's temporary files and reservations are reclaimed later.
 - The byte budget and the free-disk floor are checked, under the index's write lock, *before* a
-  download starts, with the download's size reserved; they are never crossed. A budget too small
+  download starts, with the download's size reserved; they are never crossed. A budget of 8 MiB or
+  more is the folder's disk use as ``du`` counts it (:mod:`~uc_jupyter.data.cache.disk`): files in
+  whole blocks, partial downloads and streamed files included, and the index, its write-ahead log
+  (kept short) and the folders, measured at each admission, taken off the budget first. A budget too small
   for the data in flight streams files through one by one instead of waiting (see
   :mod:`~uc_jupyter.data.cache.admission`); a single file larger than the budget is refused at
   once, and a full disk is reported within seconds.

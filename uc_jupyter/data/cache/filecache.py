@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Literal
 
 from uc_jupyter.catalog.reserved import reserve as reserve_folder
 from uc_jupyter.config import settings
-from uc_jupyter.data.cache import layout, ledger
+from uc_jupyter.data.cache import layout, ledger, streams
 from uc_jupyter.data.cache.admission import Budget, Outcome, admit, disk_free
 from uc_jupyter.data.cache.checks import Checks
+from uc_jupyter.data.cache.disk import DISK_BUDGET_MIN, charge, structure
 from uc_jupyter.data.cache.errors import CacheBudgetError
 from uc_jupyter.data.cache.handles import CachedFile, CacheStats, Ticket
-from uc_jupyter.data.cache.index import Index
+from uc_jupyter.data.cache.index import Index, Timer
 from uc_jupyter.data.cache.integrity import fingerprint, seal, stamp
 from uc_jupyter.data.cache.ledger import Finished, Record
 from uc_jupyter.data.cache.pins import OPEN_FLAGS, Pin
@@ -59,11 +60,15 @@ class FileCache:
         root: the cache folder (default ``$UC_JUPYTER_HOME/cache``): new, empty, or a cache already;
             a folder holding other files is refused (:class:`NotACacheFolder`), never emptied.
         max_bytes: the byte budget (default ``UC_JUPYTER_CACHE_MAX_BYTES``, else half of the disk's
-            free space when first used).
+            free space when first used). From 8 MiB (:data:`~uc_jupyter.data.cache.disk.DISK_BUDGET_MIN`)
+            on it is the folder's disk use, everything in it included (``du``): resident, streamed
+            and partly downloaded files in whole blocks, the index and its log, the folders. A
+            smaller budget bounds the files' listed bytes only (the index alone may take more).
         min_free_bytes: never let the disk's free space fall below this (default
             ``UC_JUPYTER_CACHE_MIN_FREE_BYTES``, else 10% of the disk but at most 5 GiB: a floor that
             grows with a large disk would keep most of a nearly full shared disk out of reach).
-        headroom: the fraction of the budget kept for files streamed past a full cache.
+        headroom: the fraction of the budget kept for files streamed past a full cache (out of the
+            budget, not on top of it).
         grace_seconds: files of other groups used more recently than this are not evicted.
         wait_seconds: how long a download waits for room (or for another process's download of
             the same file) before CacheBudgetError (or before streaming its own copy).
@@ -71,6 +76,8 @@ class FileCache:
             to make room (files in flight elsewhere may be waiting on this one); at once when no
             other process holds room in the cache (waiting would free nothing).
         clock, sleep: injected time for tests.
+        timer: starts the flush of finished downloads into the index (see
+            :data:`~uc_jupyter.data.cache.index.Timer`; default a daemon thread's timer).
 
     Raises:
         NotACacheFolder: ``root`` holds files that are not a cache's.
@@ -89,6 +96,7 @@ class FileCache:
         starve_seconds: float = 1.0,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        timer: Timer | None = None,
     ) -> None:
         if max_bytes is not None and max_bytes <= 0:
             raise ValueError(f"cache_max_bytes must be positive, got {max_bytes}")
@@ -105,7 +113,7 @@ class FileCache:
         self._base = str(self.root)  # string paths on the hot paths: pathlib costs more than the syscalls
         with layout.locked(self.root):
             layout.prepare(self.root)
-            self._index = Index(self.root, clock)
+            self._index = Index(self.root, clock, timer)
         self._checks = Checks(self._index, self._base)
         # The catalog refuses to register a table's or volume's storage over a reserved folder.
         reserve_folder(settings().home, self.root, layout.KIND)
@@ -258,11 +266,11 @@ class FileCache:
     def stats(self) -> CacheStats:
         self.flush()
 
-        def read(conn: sqlite3.Connection) -> tuple[int, int, int, int]:
-            row = conn.execute("SELECT resident, reserved, evictions, entries FROM ledger").fetchone()
-            return int(row[0]), int(row[1]), int(row[2]), int(row[3])
+        def read(conn: sqlite3.Connection) -> tuple[int, ...]:
+            query = "SELECT resident, reserved, evictions, entries, disk_resident + disk_reserved, block FROM ledger"
+            return tuple(int(value) for value in conn.execute(query).fetchone())
 
-        resident, reserved, evictions, entries = self._index.run(read, write=False)
+        resident, reserved, evictions, entries, disk_files, block = self._index.run(read, write=False)
         return CacheStats(
             root=str(self.root),
             resident_bytes=resident,
@@ -272,32 +280,49 @@ class FileCache:
             min_free_bytes=self.min_free_bytes,
             entries=entries,
             evictions=evictions,
+            disk_bytes=disk_files + structure(self._base, block=block),
         )
 
     def clear(self) -> int:
         """Delete every resident file not pinned right now; return how many were deleted."""
         query = "SELECT key, size, path FROM entries ORDER BY used, key"
-        return self._index.write(lambda conn: ledger.evict(conn, self._base, query, (), need=None)[1])
+        return self._index.write(lambda conn: ledger.evict(conn, self._base, query, (), need=None, disk=False).files)
 
-    def reclaim_dead(self) -> None:
+    def reclaim_finished_workers(self) -> None:
+        """Take back what this process's DataLoader workers that ended left (their streamed files
+        and the room they hold): call it once nothing they handed out is in use (a pass begins)."""
+        self.reclaim_dead(parent=os.getpid())
+
+    def reclaim_dead(self, *, parent: int | None = None) -> None:
         """Take back what processes that died (``kill -9``) left: reservations (a finished download
-        whose entry was not written yet is adopted), temporary and streamed files."""
+        whose entry was not written yet is adopted), temporary and streamed files. A DataLoader
+        worker's wait while its parent lives (see :mod:`~uc_jupyter.data.cache.streams`), unless
+        ``parent`` is that parent: then only those workers' are taken back."""
         verdicts: dict[int, bool] = {}
 
         def dead(pid: int) -> bool:
             if pid not in verdicts:
-                verdicts[pid] = not alive(pid)
+                verdicts[pid] = pid != parent and not alive(pid)
             return verdicts[pid]
+
+        folders = list(os.scandir(f"{self._base}/stream"))
+        parents = streams.owners(entry.name for entry in folders)
+        if parent is not None:  # only the calling process's workers; the others stay as they are
+            parents = {pid: None for pid, up in parents.items() if up == parent}
+
+        def gone(pid: int) -> bool:
+            return (parent is None or pid in parents) and streams.gone(pid, parents, dead)
 
         # Files first, then the ledger: the other way round, the bytes would count as free while
         # the files still take the disk. Each process is judged when it is met, not from a list
         # made earlier, which could miss a process that started meanwhile and take back its room.
-        for entry in os.scandir(f"{self._base}/stream"):
-            if entry.name.isdigit() and dead(int(entry.name)):
+        for entry in folders:
+            pid, _ = streams.owner(entry.name)
+            if pid is not None and gone(pid):
                 shutil.rmtree(entry.path, ignore_errors=True)
         for tmp in os.scandir(f"{self._base}/tmp"):
-            pid = tmp.name.split(".")[1] if tmp.name.count(".") >= 2 else ""
-            if pid.isdigit() and dead(int(pid)):
+            owner = tmp.name.split(".")[1] if tmp.name.count(".") >= 2 else ""
+            if owner.isdigit() and gone(int(owner)):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp.path)
 
@@ -305,7 +330,7 @@ class FileCache:
             rows = conn.execute("SELECT id, pid, key, size, resident, grp, path FROM reservations").fetchall()
             now = self._clock()
             for row in rows:
-                if dead(row[1]):
+                if gone(row[1]):
                     ledger.reclaim(conn, tuple(row), self._base, now=now)
 
         self._index.write(reclaim)
@@ -428,9 +453,9 @@ class FileCache:
                 raise CacheBudgetError(
                     f"cache {self.root}: no room for a {size}-byte file within the budget of "
                     f"{self.max_bytes} bytes ({stats.resident_bytes} resident, {stats.in_flight_bytes} held by "
-                    f"files in flight or in use) and the free-disk floor of {self.min_free_bytes} bytes "
-                    f"({disk_room} bytes free above it) after {self.wait_seconds:g} s; raise cache_max_bytes, "
-                    "lower min_free_bytes or prefetch, or free disk space"
+                    f"files in flight or in use{self._on_disk(stats)}) and the free-disk floor of "
+                    f"{self.min_free_bytes} bytes ({disk_room} bytes free above it) after {self.wait_seconds:g} s; "
+                    "raise cache_max_bytes, lower min_free_bytes or prefetch, or free disk space"
                 )
             if relieve is not None and relieve():
                 continue  # the caller let go of files it held: try again at once
@@ -443,10 +468,23 @@ class FileCache:
             self._sleep(delay)
             delay = min(delay * 2, 0.5)
 
+    def _on_disk(self, stats: CacheStats) -> str:
+        """For a budget that is the disk, what the folder takes as admission counts it."""
+        if self.max_bytes < DISK_BUDGET_MIN:
+            return ""
+        return f"; {stats.disk_bytes} on disk in whole blocks, index and folders included"
+
     def _check_size(self, size: int) -> None:
-        if size > self.max_bytes:
+        if size <= self.max_bytes // 2:  # the common case, without measuring the index and folders
+            return
+        room, cost, beside = self.max_bytes, size, ""
+        if self.max_bytes >= DISK_BUDGET_MIN:  # the budget is the disk: the file's blocks, beside the index
+            taken = structure(self._base, block=self._index.block)
+            room, beside = self.max_bytes - taken, f", of which the index and folders take {taken}"
+            cost = charge(size, block=self._index.block)
+        if cost > room:
             raise CacheBudgetError(
-                f"a {size}-byte file cannot fit the cache budget of {self.max_bytes} bytes ({self.root}); "
+                f"a {size}-byte file cannot fit the cache budget of {self.max_bytes} bytes{beside} ({self.root}); "
                 "raise cache_max_bytes"
             )
 
@@ -454,7 +492,7 @@ class FileCache:
         local = self._index.local()
         folder = local.dirs.get(kind)
         if folder is None or not os.path.isdir(folder):  # also when reclaimed by a process that thought us dead
-            folder = f"{self._base}/{kind}/{os.getpid()}"
+            folder = f"{self._base}/{kind}/{streams.folder_name() if kind == 'stream' else os.getpid()}"
             os.makedirs(folder, mode=layout.FOLDER_MODE, exist_ok=True)
             local.dirs[kind] = folder
         return folder

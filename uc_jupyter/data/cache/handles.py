@@ -66,6 +66,9 @@ class CacheStats:
     min_free_bytes: int
     entries: int
     evictions: int
+    # The folder's disk use as admission counts it (files in whole blocks with their share of folder
+    # and index, plus the index, its log and the folders as measured); the budget when it is the disk.
+    disk_bytes: int = 0
 
     @property
     def used_bytes(self) -> int:

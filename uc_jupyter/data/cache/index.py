@@ -4,7 +4,8 @@ and recovery of an index that is lost or damaged.
 Writes are batched: finished downloads, groups' last use, re-checked fingerprints and reservations
 to give back are kept in this process (:class:`Bookkeeping`) and written by its next transaction,
 or by a timer within a quarter of a second, so that a stream pays one transaction per window of
-files rather than one per file. Until then this process knows its own downloads' records.
+files rather than one per file. Until then this process knows its own downloads' records. The timer
+is the cache's to inject (:data:`Timer`): tests run it on their own clock.
 
 An index that cannot be read (``index.db`` deleted, or damaged: :class:`CorruptDatabase`) is
 replaced by a new one rebuilt from the objects on disk (:func:`~uc_jupyter.data.cache.ledger.rebuild`),
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import sqlite3
 import threading
@@ -36,18 +38,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from uc_jupyter.data.cache import layout, ledger
+from uc_jupyter.data.cache import disk, layout, ledger
 from uc_jupyter.data.cache.errors import CacheIntegrityWarning
 from uc_jupyter.data.cache.integrity import Fingerprint
 from uc_jupyter.data.cache.ledger import Finished, Record, Stamp
 from uc_jupyter.sqlite_store import CorruptDatabase, SqliteStore
 
-__all__ = ["Bookkeeping", "Index"]
+__all__ = ["FLUSH_SECONDS", "Bookkeeping", "Index", "Timer", "start_timer"]
 
 T = TypeVar("T")
+# Starts calling a function once, after a delay in seconds, on some thread of this process.
+Timer = Callable[[float, Callable[[], None]], None]
 
 _BUSY_TIMEOUT_S = 60.0
-_FLUSH_SECONDS = 0.25  # the longest a finished download waits to be entered (by a timer)
+FLUSH_SECONDS = 0.25  # the longest a finished download waits to be entered (by a timer)
 _REMEDY = "delete it with its -wal and -shm files: the next FileCache rebuilds the index from the cached files"
 _SQLITE_FULL = 13  # sqlite3.SQLITE_FULL, which typeshed does not list
 
@@ -58,12 +62,16 @@ class Index:
     Args:
         root: the cache folder.
         clock: the cache's clock (entries rebuilt from the disk are stamped with it).
+        timer: starts the flush of finished downloads :data:`FLUSH_SECONDS` after the first is queued
+            (default: a daemon thread's timer, :func:`start_timer`).
     """
 
-    def __init__(self, root: Path, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, root: Path, clock: Callable[[], float] = time.time, timer: Timer | None = None) -> None:
         self.root = root
         self._base = str(root)
         self._clock = clock
+        self._timer = timer or start_timer
+        self.block = disk.allocation_unit(self._base)  # what the file system allocates files in
         self._local = Bookkeeping()
         self._store, self._identity = self._open(lost_why=None)
 
@@ -131,19 +139,19 @@ class Index:
 
     def later(self, done: Finished) -> None:
         """Queue a finished download for the next transaction, and a timer that writes it within
-        :data:`_FLUSH_SECONDS` whatever this process does meanwhile: other processes waiting for the
+        :data:`FLUSH_SECONDS` whatever this process does meanwhile: other processes waiting for the
         file see it only once it is in the index, and a consumer may pause mid-stream."""
         local = self.local()
         with local.lock:
             local.queue(done)
-            if local.timer is None:
-                local.timer = threading.Timer(_FLUSH_SECONDS, self._timed_flush, (local,))
-                local.timer.daemon = True
-                local.timer.start()
+            start = not local.timed
+            local.timed = True
+        if start:  # outside the lock: an injected timer may run the flush at once
+            self._timer(FLUSH_SECONDS, functools.partial(self._timed_flush, local))
 
     def _timed_flush(self, local: Bookkeeping) -> None:
         with local.lock:
-            local.timer = None
+            local.timed = False
         if local is self._local:
             with contextlib.suppress(Exception):  # kept for the next transaction, which retries it
                 self.flush()
@@ -179,13 +187,17 @@ class Index:
         return store, (found.st_dev, found.st_ino)
 
     def _connect(self, path: Path) -> SqliteStore:
-        return SqliteStore(path, schema=ledger.SCHEMA, busy_timeout=_BUSY_TIMEOUT_S, remedy=_REMEDY)
+        # The log is kept short (disk.PRAGMAS): the budget counts it, and SQLite's default lets it
+        # reach 4 MB and never shrinks the file.
+        return SqliteStore(
+            path, schema=ledger.SCHEMA, busy_timeout=_BUSY_TIMEOUT_S, remedy=_REMEDY, pragmas=disk.PRAGMAS
+        )
 
     def _ledger_of(self, store: SqliteStore) -> tuple[int, int] | None:
         """Make the ledger of a new index and enter the objects on disk; (objects, bytes) entered,
         or None when the index had its ledger."""
         with store.transaction() as conn:
-            if not ledger.create_ledger(conn):
+            if not ledger.create_ledger(conn, block=self.block):
                 return None
             return ledger.rebuild(conn, self._base, now=self._clock())
 
@@ -203,6 +215,13 @@ class Index:
             if same:
                 layout.remove_index(self.root)
             self._store, self._identity = self._open(lost_why=f"damaged ({exc.detail})" if same else None)
+
+
+def start_timer(seconds: float, work: Callable[[], None]) -> None:
+    """Run ``work`` once after ``seconds`` on a daemon thread (the default :data:`Timer`)."""
+    timer = threading.Timer(seconds, work)
+    timer.daemon = True
+    timer.start()
 
 
 @dataclass
@@ -238,7 +257,7 @@ class Bookkeeping:
     used: dict[str, float] = field(default_factory=dict)  # group -> when a pass last used it
     checked: dict[str, tuple[bytes | None, bytes, Fingerprint]] = field(default_factory=dict)
     owed: list[int] = field(default_factory=list)  # reservations to give back (the index was full)
-    timer: threading.Timer | None = None
+    timed: bool = False  # a flush is set to run (see Index.later)
 
     def has_work(self) -> bool:
         return bool(self.pending or self.used or self.checked or self.owed)

@@ -56,7 +56,7 @@ __all__ = [
     "write_private",
 ]
 
-FORMAT = "6"  # bump when the layout or index changes: an older cache is emptied, not misread
+FORMAT = "7"  # bump when the layout or index changes: an older cache is emptied, not misread
 KIND = "cache"  # the marker's content
 FOLDERS = ("objects", "tmp", "stream")
 INDEX = "index.db"

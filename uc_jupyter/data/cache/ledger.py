@@ -14,17 +14,19 @@ Tables:
   reservation also claims its key (one downloader per key, across processes). Ids are random, so an
   id a process kept from a lost index never names another process's reservation in the new one.
 - ``ledger``: resident and reserved bytes, evictions and the entry count in one row: admission and
-  stats read one row instead of summing tables.
+  stats read one row instead of summing tables. The same bytes as the disk counts them
+  (:func:`~uc_jupyter.data.cache.disk.charge`: whole blocks of the file system's ``block``, and each
+  file's share of folder and index) are kept beside them, for budgets that are the disk.
 
 Example:
     >>> import sqlite3
     >>> conn = sqlite3.connect(":memory:")
     >>> for statement in SCHEMA:
     ...     _ = conn.execute(statement)
-    >>> create_ledger(conn), create_ledger(conn)
+    >>> create_ledger(conn, block=4096), create_ledger(conn, block=4096)
     (True, False)
-    >>> enter(conn, "k" * 64, 5, "g", "kk/" + "k" * 64, b"sum", (5, 1, 2, 3), used=0.0)
-    (5, True)
+    >>> enter(conn, "k" * 64, 5, "g", "kk/" + "k" * 64, b"sum", (5, 1, 2, 3), used=0.0) is None  # no entry before
+    True
     >>> records(conn, ["k" * 64, "missing"])["k" * 64].fingerprint
     (5, 1, 2, 3)
 """
@@ -39,6 +41,7 @@ import stat
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
+from uc_jupyter.data.cache.disk import PER_FILE, charge
 from uc_jupyter.data.cache.integrity import Fingerprint
 from uc_jupyter.data.cache.layout import scan_objects
 from uc_jupyter.data.cache.pins import delete_unpinned
@@ -46,13 +49,17 @@ from uc_jupyter.data.cache.pins import delete_unpinned
 __all__ = [
     "SCHEMA",
     "Finished",
+    "Freed",
     "Record",
+    "Totals",
+    "block_of",
     "cancel",
     "commit",
     "create_ledger",
     "drop",
     "enter",
     "evict",
+    "forget_resident",
     "new_reservation",
     "others_in_flight",
     "rebuild",
@@ -81,8 +88,10 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS groups (grp TEXT PRIMARY KEY, used REAL NOT NULL) WITHOUT ROWID",
     # entries: the count of the entries table, kept here because counting the table reads all of
     # it, and every new worker process (a fresh connection) would read it again for its stats.
+    # disk_*: the same bytes as the disk takes them (disk.charge with the file system's block).
     "CREATE TABLE IF NOT EXISTS ledger (id INTEGER PRIMARY KEY CHECK (id = 1),"
-    " resident INTEGER NOT NULL, reserved INTEGER NOT NULL, evictions INTEGER NOT NULL, entries INTEGER NOT NULL)",
+    " resident INTEGER NOT NULL, reserved INTEGER NOT NULL, evictions INTEGER NOT NULL, entries INTEGER NOT NULL,"
+    " block INTEGER NOT NULL, disk_resident INTEGER NOT NULL, disk_reserved INTEGER NOT NULL)",
 )
 _PARAMETERS = 500  # keys per query: SQLite's limit on bound parameters is 999 in older builds
 _PAGE = 256  # eviction candidates read at a time: eviction usually needs the first few
@@ -103,6 +112,16 @@ class Record(NamedTuple):
     used: float
 
 
+class Totals(NamedTuple):
+    """The ledger's bytes: listed, and as the disk takes them (see :func:`~uc_jupyter.data.cache.disk.charge`)."""
+
+    resident: int
+    reserved: int
+    disk_resident: int
+    disk_reserved: int
+    block: int
+
+
 class Finished(NamedTuple):
     """A download put in place and not yet entered into the index (it is entered in batches)."""
 
@@ -114,12 +133,18 @@ class Finished(NamedTuple):
     record: Record
 
 
-def create_ledger(conn: sqlite3.Connection) -> bool:
-    """Make the ledger's row; True when there was none (a new or lost index)."""
+def create_ledger(conn: sqlite3.Connection, *, block: int) -> bool:
+    """Make the ledger's row for a file system of allocation unit ``block``; True when there was none
+    (a new or lost index)."""
     if conn.execute("SELECT 1 FROM ledger").fetchone() is not None:
         return False
-    conn.execute("INSERT INTO ledger VALUES (1, 0, 0, 0, 0)")
+    conn.execute("INSERT INTO ledger VALUES (1, 0, 0, 0, 0, ?, 0, 0)", (block,))
     return True
+
+
+def block_of(conn: sqlite3.Connection) -> int:
+    """The allocation unit the ledger charges files in."""
+    return int(conn.execute("SELECT block FROM ledger").fetchone()[0])
 
 
 def others_in_flight(conn: sqlite3.Connection, pid: int) -> bool:
@@ -128,10 +153,10 @@ def others_in_flight(conn: sqlite3.Connection, pid: int) -> bool:
     return conn.execute("SELECT 1 FROM reservations WHERE pid != ? LIMIT 1", (pid,)).fetchone() is not None
 
 
-def totals(conn: sqlite3.Connection) -> tuple[int, int]:
-    """Resident and reserved bytes."""
-    resident, reserved = conn.execute("SELECT resident, reserved FROM ledger").fetchone()
-    return int(resident), int(reserved)
+def totals(conn: sqlite3.Connection) -> Totals:
+    """Resident and reserved bytes, listed and as the disk takes them."""
+    row = conn.execute("SELECT resident, reserved, disk_resident, disk_reserved, block FROM ledger").fetchone()
+    return Totals(*(int(value) for value in row))
 
 
 def stamps(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, Stamp]:
@@ -170,36 +195,40 @@ def enter(
     fingerprint: Fingerprint | None,
     *,
     used: float,
-) -> tuple[int, bool]:
-    """Insert an entry (replacing one of the same key); return the resident bytes added and whether
-    the key is new (for the ledger, which the caller updates)."""
+) -> int | None:
+    """Insert an entry (replacing one of the same key); return the size of the entry replaced, None
+    when the key is new (for the ledger, which the caller updates)."""
     old = conn.execute("SELECT size FROM entries WHERE key = ?", (key,)).fetchone()
     ino, mtime, ctime = fingerprint[1:] if fingerprint is not None else (None, None, None)
     conn.execute(
         "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (key, size, group, relative, checksum, ino, mtime, ctime, used),
     )
-    return size - (old[0] if old is not None else 0), old is None
+    return None if old is None else int(old[0])
 
 
 def commit(conn: sqlite3.Connection, finished: Sequence[Finished]) -> None:
     """Enter finished downloads and give up their reservations (and claims); a download is a use
     of its group."""
-    moved = released = new = 0
+    moved = released = new = disk_moved = disk_released = 0
+    block = block_of(conn)
     use_groups(conn, {done.group: done.record.used for done in finished})
     for done in finished:
         if conn.execute("DELETE FROM reservations WHERE id = ?", (done.reservation,)).rowcount:
             released += done.size
+            disk_released += charge(done.size, block=block)
         record = done.record
-        added, is_new = enter(
+        old = enter(
             conn, done.key, done.size, done.group, done.relative, record.checksum, record.fingerprint, used=record.used
         )
-        moved += added
-        new += is_new
-    if moved or released or new:
+        moved += done.size - (old or 0)
+        disk_moved += charge(done.size, block=block) - (0 if old is None else charge(old, block=block))
+        new += old is None
+    if finished:
         conn.execute(
-            "UPDATE ledger SET resident = resident + ?, reserved = reserved - ?, entries = entries + ?",
-            (moved, released, new),
+            "UPDATE ledger SET resident = resident + ?, reserved = reserved - ?, entries = entries + ?,"
+            " disk_resident = disk_resident + ?, disk_reserved = disk_reserved - ?",
+            (moved, released, new, disk_moved, disk_released),
         )
 
 
@@ -215,14 +244,19 @@ def new_reservation(conn: sqlite3.Connection, key: str, size: int, *, resident: 
 
 def cancel(conn: sqlite3.Connection, reservations: Iterable[int]) -> None:
     """Give back reservations (those still there)."""
-    freed = 0
+    freed = disk_freed = count = 0
+    block = block_of(conn)
     for rid in reservations:
         row = conn.execute("SELECT size FROM reservations WHERE id = ?", (rid,)).fetchone()
         if row is not None:
             conn.execute("DELETE FROM reservations WHERE id = ?", (rid,))
             freed += row[0]
-    if freed:
-        conn.execute("UPDATE ledger SET reserved = reserved - ?", (freed,))
+            disk_freed += charge(row[0], block=block)
+            count += 1
+    if count:
+        conn.execute(
+            "UPDATE ledger SET reserved = reserved - ?, disk_reserved = disk_reserved - ?", (freed, disk_freed)
+        )
 
 
 def use_groups(conn: sqlite3.Connection, used: dict[str, float]) -> None:
@@ -248,7 +282,16 @@ def drop(conn: sqlite3.Connection, key: str, checksum: bytes | None) -> None:
     row = conn.execute("SELECT size FROM entries WHERE key = ? AND sum IS ?", (key, checksum)).fetchone()
     if row is not None:
         conn.execute("DELETE FROM entries WHERE key = ?", (key,))
-        conn.execute("UPDATE ledger SET resident = resident - ?, entries = entries - 1", (row[0],))
+        forget_resident(conn, int(row[0]))
+
+
+def forget_resident(conn: sqlite3.Connection, size: int) -> None:
+    """Take a resident entry of ``size`` bytes, just deleted, off the ledger."""
+    conn.execute(
+        "UPDATE ledger SET resident = resident - ?, entries = entries - 1,"
+        " disk_resident = disk_resident - ((? + block - 1) / block * block + ?)",
+        (size, size, PER_FILE),
+    )
 
 
 def reclaim(conn: sqlite3.Connection, row: Reservation, base: str, *, now: float) -> bool:
@@ -268,39 +311,54 @@ def reclaim(conn: sqlite3.Connection, row: Reservation, base: str, *, now: float
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp.path)
     conn.execute("DELETE FROM reservations WHERE id = ?", (rid,))
-    conn.execute("UPDATE ledger SET reserved = reserved - ?", (size,))
+    disk = charge(size, block=block_of(conn))
+    conn.execute("UPDATE ledger SET reserved = reserved - ?, disk_reserved = disk_reserved - ?", (size, disk))
     if not complete or conn.execute("SELECT 1 FROM entries WHERE key = ?", (key,)).fetchone() is not None:
         return False
     enter(conn, key, size, group, relative, None, None, used=now)
-    conn.execute("UPDATE ledger SET resident = resident + ?, entries = entries + 1", (size,))
+    conn.execute(
+        "UPDATE ledger SET resident = resident + ?, entries = entries + 1, disk_resident = disk_resident + ?",
+        (size, disk),
+    )
     return True
 
 
+class Freed(NamedTuple):
+    """What an eviction freed: listed bytes, the same as the disk took them, and files."""
+
+    bytes: int
+    disk_bytes: int
+    files: int
+
+
 def evict(
-    conn: sqlite3.Connection, base: str, query: str, parameters: Sequence[object], *, need: int | None
-) -> tuple[int, int]:
+    conn: sqlite3.Connection, base: str, query: str, parameters: Sequence[object], *, need: int | None, disk: bool
+) -> Freed:
     """Delete unpinned objects that ``query`` (``SELECT key, size, path``, in eviction order) names,
-    until ``need`` bytes are freed (all when None); return the bytes freed and the objects deleted."""
-    freed = evicted = kept = 0
-    while need is None or freed < need:
+    until ``need`` bytes are freed (all when None; as the disk takes them when ``disk``)."""
+    freed = disk_freed = evicted = kept = 0
+    block = block_of(conn)
+    while need is None or (disk_freed if disk else freed) < need:
         page = conn.execute(f"{query} LIMIT {_PAGE} OFFSET {kept}", parameters).fetchall()
         for key, size, relative in page:
-            if need is not None and freed >= need:
+            if need is not None and (disk_freed if disk else freed) >= need:
                 break
             if not delete_unpinned(f"{base}/objects/{relative}"):
                 kept += 1  # pinned by a consumer: deleting it would free nothing
                 continue
             conn.execute("DELETE FROM entries WHERE key = ?", (key,))
             freed += size
+            disk_freed += charge(size, block=block)
             evicted += 1
         if len(page) < _PAGE:
             break
     if evicted:
         conn.execute(
-            "UPDATE ledger SET resident = resident - ?, evictions = evictions + ?, entries = entries - ?",
-            (freed, evicted, evicted),
+            "UPDATE ledger SET resident = resident - ?, evictions = evictions + ?, entries = entries - ?,"
+            " disk_resident = disk_resident - ?",
+            (freed, evicted, evicted, disk_freed),
         )
-    return freed, evicted
+    return Freed(freed, disk_freed, evicted)
 
 
 def rebuild(conn: sqlite3.Connection, base: str, *, now: float) -> tuple[int, int]:
@@ -309,7 +367,8 @@ def rebuild(conn: sqlite3.Connection, base: str, *, now: float) -> tuple[int, in
     written: evictable once cold), without
     checksums (each is checked against its listed size and hashed at its first hit), last used when
     written. Returns the objects and bytes entered: the budget counts them again."""
-    count = total = 0
+    count = total = disk_total = 0
+    block = block_of(conn)
     seen: set[str] = set()
     for key, relative, found in scan_objects(base):
         if key in seen:  # the same key under another extension: a name we never give
@@ -320,7 +379,8 @@ def rebuild(conn: sqlite3.Connection, base: str, *, now: float) -> tuple[int, in
         enter(conn, key, found.st_size, "", relative, None, None, used=min(found.st_mtime, now))
         count += 1
         total += found.st_size
-    conn.execute("UPDATE ledger SET resident = ?, entries = ?", (total, count))
+        disk_total += charge(found.st_size, block=block)
+    conn.execute("UPDATE ledger SET resident = ?, entries = ?, disk_resident = ?", (total, count, disk_total))
     if count:
         oldest = conn.execute("SELECT min(used) FROM entries").fetchone()[0]
         use_groups(conn, {"": float(oldest)})

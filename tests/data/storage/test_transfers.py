@@ -1,0 +1,187 @@
+"""Downloads through object_store on the process's event loop, against the project's S3 server:
+retries by the dataset's policy, permanent errors at once, cancels that still end the future, large
+bodies streamed, and stores let go of when their downloads close (a renewal keeps no old client)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+import weakref
+from pathlib import Path
+
+import pytest
+
+from uc_jupyter.data.remote import RetryPolicy, VolumeReadError
+from uc_jupyter.data.renewal import RenewingDownloads
+from uc_jupyter.data.storage import open_storage
+from uc_jupyter.data.storage.objects import ObjectStorage
+from uc_jupyter.data.storage.transfers import DownloadCancelled, ObjectDownloads
+from uc_jupyter.testing.s3_server import S3TestServer
+
+pytestmark = pytest.mark.in_a_fork  # object_store requests: keep the test process clean (conftest)
+
+FAST = RetryPolicy(attempts=3, base_seconds=0.001)
+WHERE = "/Volumes/c/s/v"
+
+
+def storage_of(s3: S3TestServer, bucket: str) -> ObjectStorage:
+    storage = open_storage(f"s3://{bucket}/data", s3.storage_options, where=WHERE)
+    assert isinstance(storage, ObjectStorage)
+    return storage
+
+
+def fetch(downloads: ObjectDownloads | object, bucket: str, name: str, local: Path) -> None:
+    assert isinstance(downloads, ObjectDownloads)
+    [future] = downloads.start([(f"{bucket}/data/{name}", str(local), f"{WHERE}/{name}")])
+    future.result(60)
+
+
+def test_transient_answers_are_retried_by_the_policy_and_permanent_ones_are_not(
+    s3: S3TestServer, tmp_path: Path
+) -> None:
+    folder = s3.bucket("flaky") / "data"
+    folder.mkdir()
+    (folder / "a.bin").write_bytes(b"a" * 100)
+    retries: list[int] = []
+    downloads = storage_of(s3, "flaky").downloads(FAST, on_retry=lambda: retries.append(1), threads=4)
+    s3.configure(fail_first=2, fail_status=503)
+    fetch(downloads, "flaky", "a.bin", tmp_path / "a")
+    assert (tmp_path / "a").read_bytes() == b"a" * 100
+    assert (len(retries), s3.stats()["gets"]) == (2, {"data/a.bin": 1})  # two 503s (SlowDown), then the body
+    with pytest.raises(VolumeReadError, match=rf"^cannot read {WHERE}/missing.bin: FileNotFoundError: 404 NoSuchKey"):
+        fetch(downloads, "flaky", "missing.bin", tmp_path / "m")
+    assert s3.stats()["requests"]["GET"] == 4  # the 404 once, never retried
+    s3.configure(fail_first=100, fail_status=500)
+    with pytest.raises(VolumeReadError, match=r"after 3 attempts: StorageResponseError: 500 InternalError"):
+        fetch(downloads, "flaky", "a.bin", tmp_path / "b")
+    assert not (tmp_path / "m").exists() and not (tmp_path / "b").exists()
+    downloads.close()
+
+
+def test_a_large_body_is_streamed_into_its_file(s3: S3TestServer, tmp_path: Path) -> None:
+    folder = s3.bucket("large") / "data"
+    folder.mkdir()
+    body = os.urandom(3_500_000)  # past the in-memory limit: written chunk by chunk
+    (folder / "big.bin").write_bytes(body)
+    downloads = storage_of(s3, "large").downloads(FAST, on_retry=lambda: None, threads=1)
+    fetch(downloads, "large", "big.bin", tmp_path / "big")
+    downloads.close()
+    assert (tmp_path / "big").read_bytes() == body
+    assert (tmp_path / "big").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_target_that_became_a_symlink_is_not_followed(s3: S3TestServer, tmp_path: Path) -> None:
+    folder = s3.bucket("links") / "data"
+    folder.mkdir()
+    (folder / "a.bin").write_bytes(b"payload")
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep me")
+    (tmp_path / "target").symlink_to(victim)
+    downloads = storage_of(s3, "links").downloads(FAST, on_retry=lambda: None, threads=1)
+    with pytest.raises(VolumeReadError, match=rf"^cannot read {WHERE}/a.bin: OSError"):
+        fetch(downloads, "links", "a.bin", tmp_path / "target")
+    downloads.close()
+    assert victim.read_bytes() == b"keep me"
+
+
+def in_flight_at_server(s3: S3TestServer, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while s3.stats()["in_flight"]["now"] < 1:
+        assert time.monotonic() < deadline, "the download never reached the server"
+        time.sleep(0.02)
+
+
+def test_a_cancelled_download_stops_and_its_future_still_ends(s3: S3TestServer, tmp_path: Path) -> None:
+    folder = s3.bucket("slow") / "data"
+    folder.mkdir()
+    (folder / "slow.bin").write_bytes(b"s" * 500_000)
+    s3.configure(bandwidth=20_000)  # 25 s for the whole file: it is cancelled long before
+    downloads = storage_of(s3, "slow").downloads(FAST, on_retry=lambda: None, threads=1)
+    [future] = downloads.start([("slow/data/slow.bin", str(tmp_path / "slow"), f"{WHERE}/slow.bin")])
+    in_flight_at_server(s3)
+    downloads.cancel([future])
+    with pytest.raises(DownloadCancelled):
+        future.result(20)
+    downloads.close()  # returns: nothing runs any more
+    assert not (tmp_path / "slow").exists()
+
+
+def test_a_download_cancelled_between_two_attempts_ends_at_once(s3: S3TestServer, tmp_path: Path) -> None:
+    folder = s3.bucket("waits") / "data"
+    folder.mkdir()
+    (folder / "a.bin").write_bytes(b"a" * 100)
+    s3.configure(fail_first=100, fail_status=503)
+    retries: list[int] = []
+    patient = RetryPolicy(attempts=5, base_seconds=60)  # the next attempt would wait about a minute
+    downloads = storage_of(s3, "waits").downloads(patient, on_retry=lambda: retries.append(1), threads=1)
+    [future] = downloads.start([("waits/data/a.bin", str(tmp_path / "a"), f"{WHERE}/a.bin")])
+    deadline = time.monotonic() + 30
+    while not retries:  # the first answer was a 503: it waits for its next attempt now
+        assert time.monotonic() < deadline, "the first attempt never came back"
+        time.sleep(0.02)
+    downloads.cancel([future])
+    with pytest.raises(DownloadCancelled):
+        future.result(20)
+    downloads.close()
+    assert not (tmp_path / "a").exists() and s3.stats()["requests"]["GET"] == 1
+
+
+def test_a_large_download_cancelled_while_it_streams_leaves_no_file(s3: S3TestServer, tmp_path: Path) -> None:
+    folder = s3.bucket("streams") / "data"
+    folder.mkdir()
+    (folder / "big.bin").write_bytes(os.urandom(3_500_000))
+    s3.configure(bandwidth=1_000_000)  # the first range (1 MiB) in about 1 s, then the whole body in 3.5 s
+    downloads = storage_of(s3, "streams").downloads(FAST, on_retry=lambda: None, threads=1)
+    [future] = downloads.start([("streams/data/big.bin", str(tmp_path / "big"), f"{WHERE}/big.bin")])
+    deadline = time.monotonic() + 30
+    while s3.stats()["gets"].get("data/big.bin", 0) < 2:  # the ranged GET, then the plain one streaming
+        assert time.monotonic() < deadline, "the download never began to stream"
+        time.sleep(0.02)
+    downloads.cancel([future])
+    with pytest.raises(DownloadCancelled):
+        future.result(20)
+    downloads.close()
+    assert not (tmp_path / "big").exists()
+
+
+def test_closed_downloads_let_go_of_their_store_and_a_renewal_keeps_none(s3: S3TestServer, tmp_path: Path) -> None:
+    folder = s3.bucket("renew") / "data"
+    folder.mkdir()
+    (folder / "a.bin").write_bytes(b"a")
+    made: list[weakref.ref[object]] = []
+
+    def make() -> ObjectDownloads:
+        downloads = storage_of(s3, "renew").downloads(FAST, on_retry=lambda: None, threads=1)
+        assert isinstance(downloads, ObjectDownloads)
+        made.append(weakref.ref(downloads._store))
+        return downloads
+
+    due = iter([False, True, True, False])
+    renewing = RenewingDownloads(make, lambda: next(due))
+    for i in range(4):  # a pass that renews twice
+        [future] = renewing.start([("renew/data/a.bin", str(tmp_path / f"{i}"), f"{WHERE}/a.bin")])
+        future.result(60)
+    assert len(made) == 3
+    renewing.close()
+    gc.collect()
+    assert [ref() for ref in made] == [None, None, None]  # no store (keys, connections) outlives the pass
+    closed = ObjectDownloads(None, "renew/data", FAST)
+    closed.close()
+    [refused] = closed.start([("renew/data/a.bin", str(tmp_path / "x"), f"{WHERE}/a.bin")])
+    with pytest.raises(VolumeReadError, match="the downloads are closed"):
+        refused.result(10)
+
+
+def test_empty_small_and_just_larger_objects_all_arrive_whole(s3: S3TestServer, tmp_path: Path) -> None:
+    folder = s3.bucket("sizes") / "data"
+    folder.mkdir()
+    bodies = {"empty": b"", "one": b"1", "limit": os.urandom(1 << 20), "over": os.urandom((1 << 20) + 1)}
+    for name, body in bodies.items():
+        (folder / name).write_bytes(body)
+    downloads = storage_of(s3, "sizes").downloads(FAST, on_retry=lambda: None, threads=4)
+    futures = downloads.start([(f"sizes/data/{name}", str(tmp_path / name), f"{WHERE}/{name}") for name in bodies])
+    for future in futures:
+        future.result(60)
+    downloads.close()
+    assert {name: (tmp_path / name).read_bytes() for name in bodies} == bodies

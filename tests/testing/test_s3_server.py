@@ -1,0 +1,139 @@
+"""uc_jupyter.testing.s3_server: its shaping and counters seen through real requests to the server
+process on 127.0.0.1 (no test here times a request)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from uc_jupyter.testing.s3_server import S3TestServer
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3TestServer]:
+    with S3TestServer(tmp_path_factory.mktemp("s3"), latency=0.001, latency_sigma=0.6, seed=3) as running:
+        bucket = running.bucket("data")
+        for i in range(4):
+            (bucket / f"f{i}.png").write_bytes(bytes([i]) * (10_000 * (i + 1)))
+        yield running
+
+
+@pytest.fixture
+def fresh(server: S3TestServer) -> Iterator[S3TestServer]:
+    """The module's server with its counters reset and its settings put back afterwards."""
+    before = {name: value for name, value in server.stats().items() if name in _SETTINGS}
+    server.reset()
+    yield server
+    server.configure(**before)
+
+
+_SETTINGS = ("latency", "latency_sigma", "bandwidth", "connection_bandwidth", "max_in_flight", "fail_first")
+
+
+def _get(server: S3TestServer, key: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(f"{server.endpoint}/data/{key}", timeout=60) as answer:
+            return int(answer.status), answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_settings_from_the_constructor_show_in_the_stats(server: S3TestServer) -> None:
+    stats = server.stats()
+    assert (stats["latency"], stats["latency_sigma"]) == (0.001, 0.6)
+    assert (stats["bandwidth"], stats["connection_bandwidth"], stats["max_in_flight"]) == (0, 0, 0)
+    assert server.cpu_seconds() > 0  # it has started, imported aiohttp and answered
+
+
+@pytest.mark.parametrize("cap", ["bandwidth", "connection_bandwidth"])
+def test_a_bandwidth_cap_delays_each_answer_by_its_size(fresh: S3TestServer, cap: str) -> None:
+    fresh.configure(**{cap: 1e6})
+    sizes = []
+    for i in range(4):  # one after another: the link and each connection idle when an answer starts
+        status, body = _get(fresh, f"f{i}.png")
+        assert status == 200
+        sizes.append(len(body))
+    stats = fresh.stats()
+    assert stats["bytes_sent"] == sum(sizes) == 100_000
+    assert stats["delayed_seconds"] == pytest.approx(sum(sizes) / 1e6)
+    assert stats["gets"] == {f"f{i}.png": 1 for i in range(4)}
+    fresh.reset()
+    assert fresh.stats()["delayed_seconds"] == 0.0
+
+
+def test_in_flight_is_counted_and_requests_beyond_the_limit_are_refused(fresh: S3TestServer) -> None:
+    fresh.configure(latency=4.0, latency_sigma=0.0, max_in_flight=3)  # long enough to see all three waiting
+    results: list[int] = []
+    threads = [threading.Thread(target=lambda: results.append(_get(fresh, "f0.png")[0])) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    _wait_for(lambda: fresh.stats()["in_flight"]["now"] == 3)
+    status, body = _get(fresh, "f1.png")  # a fourth: refused at once
+    for thread in threads:
+        thread.join()
+    assert (status, results) == (503, [200, 200, 200])
+    assert b"<Code>SlowDown</Code>" in body
+    stats = fresh.stats()
+    assert stats["refused"] == 1
+    assert stats["gets"] == {"f0.png": 3}
+    assert (stats["in_flight"]["now"], stats["in_flight"]["peak"]) == (0, 3)
+    assert 0 < stats["in_flight"]["mean"] <= stats["in_flight"]["busy_mean"] <= 3
+    assert stats["in_flight"]["busy_mean"] > 2  # three at once for nearly all of the busy time
+    fresh.reset()
+    assert (fresh.stats()["in_flight"]["peak"], fresh.stats()["refused"]) == (0, 0)
+
+
+def test_an_unknown_or_negative_setting_is_refused_and_nothing_applied(server: S3TestServer) -> None:
+    request = urllib.request.Request(f"{server.endpoint}/_control/config", data=json.dumps({"latncy": 1}).encode())
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 400
+    assert "unknown settings ['latncy']" in json.loads(refused.value.read())["error"]
+    request = urllib.request.Request(f"{server.endpoint}/_control/config", data=json.dumps({"latency": -1}).encode())
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert "invalid settings ['latency']: give numbers >= 0" in json.loads(refused.value.read())["error"]
+    assert server.stats()["latency"] == 0.001  # nothing applied
+
+
+def _wait_for(condition: Callable[[], bool]) -> None:
+    """Poll ``condition`` (a state of the server, never a duration) until it holds."""
+    for _ in range(600):
+        if condition():
+            return
+        threading.Event().wait(0.05)
+    raise AssertionError("the server never reached the state waited for")
+
+
+def test_a_server_that_requires_a_key_refuses_requests_without_it(tmp_path: Path) -> None:
+    import boto3
+    import botocore.exceptions
+
+    with S3TestServer(tmp_path, require_key="the-key") as keyed:
+        (keyed.bucket("data") / "f.png").write_bytes(b"png")
+
+        def client(key: str) -> Any:
+            return boto3.client(
+                "s3",
+                endpoint_url=keyed.endpoint,
+                aws_access_key_id=key,
+                aws_secret_access_key="anything",  # the signature is not checked, only whose key it is
+                region_name="us-east-1",
+            )
+
+        assert client("the-key").get_object(Bucket="data", Key="f.png")["Body"].read() == b"png"
+        with pytest.raises(botocore.exceptions.ClientError, match="AccessDenied"):
+            client("another-key").get_object(Bucket="data", Key="f.png")
+        with pytest.raises(botocore.exceptions.ClientError, match="AccessDenied"):
+            client("the-keyX").get_object(Bucket="data", Key="f.png")  # a key that only starts the same
+        assert _get(keyed, "f.png")[0] == 403  # unsigned
+        stats = keyed.stats()
+        assert stats["requests"]["refused unsigned"] == 3
+        assert stats["clients"] == {"Boto3": 3, "Python-urllib": 1}  # which library asked, refused or not
