@@ -231,7 +231,10 @@ def test_ranks_that_ignore_an_interrupt_are_killed_and_the_line_says_so() -> Non
             started.add(-1)  # once
             _thread.interrupt_main()  # what Ctrl-C / a kernel interrupt does
 
-    stubborn = "import time\nprint('started', flush=True)\nwhile True:\n    try:\n        time.sleep(0.05)\n"
+    # 'started' is printed inside the try: printed before it, an interrupt could land between the two
+    # and end the rank (it did on CI), which is not a rank that ignores interrupts.
+    stubborn = "import time\nsaid = False\nwhile True:\n    try:\n        if not said:\n"
+    stubborn += "            said = True\n            print('started', flush=True)\n        time.sleep(0.05)\n"
     stubborn += "    except KeyboardInterrupt:\n        pass\n"
     with RankPool(2, devices="cpu", stop_grace=1.0, output=interrupt_once_both_started) as pool:
         before = pool_pids(pool)
