@@ -467,7 +467,7 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3TestServer
         yield server
 
 
-@pytest.mark.parametrize("extra", [{}, {"version_aware": False}], ids=["lean-s3-reader", "thread-downloads"])
+@pytest.mark.parametrize("extra", [{}, {"version_aware": False}], ids=["object-store", "thread-downloads"])
 def test_a_disk_that_fills_during_an_epoch_stops_the_loop_within_seconds_naming_the_file(
     catalog: LocalCatalog, s3_server: S3TestServer, small_disk: Path, extra: dict[str, Any]
 ) -> None:
@@ -480,8 +480,10 @@ def test_a_disk_that_fills_during_an_epoch_stops_the_loop_within_seconds_naming_
         (folder / f"f{i:03d}.bin").write_bytes(os.urandom(20_000))
     external_location(catalog, f"s3://{bucket}", {**s3_server.storage_options, **extra})
     catalog.create_volume("main.ml.full", f"s3://{bucket}/data")
+    # A small window (prefetch=4): downloads must still be to come when the disk fills after 5 files;
+    # the default window starts at 64 and would have fetched all 40 before.
     dataset = UCVolumeDataset(
-        "/Volumes/main/ml/full", cache_dir=small_disk / "cache", cache_max_bytes=10**8, min_free_bytes=0
+        "/Volumes/main/ml/full", cache_dir=small_disk / "cache", cache_max_bytes=10**8, min_free_bytes=0, prefetch=4
     )
     outcome: list[BaseException | int] = []
 
