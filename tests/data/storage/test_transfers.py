@@ -8,6 +8,7 @@ import gc
 import os
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -85,11 +86,16 @@ def test_a_target_that_became_a_symlink_is_not_followed(s3: S3TestServer, tmp_pa
     assert victim.read_bytes() == b"keep me"
 
 
-def in_flight_at_server(s3: S3TestServer, timeout_s: float = 30) -> None:
+def wait_for(condition: Callable[[], object], what: str, timeout_s: float = 30) -> None:
+    """Poll ``condition`` (the server and the download run on their own); never asserts how long it took."""
     deadline = time.monotonic() + timeout_s
-    while s3.stats()["in_flight"]["now"] < 1:
-        assert time.monotonic() < deadline, "the download never reached the server"
+    while not condition():
+        assert time.monotonic() < deadline, what
         time.sleep(0.02)
+
+
+def in_flight_at_server(s3: S3TestServer) -> None:
+    wait_for(lambda: s3.stats()["in_flight"]["now"] >= 1, "the download never reached the server")
 
 
 def test_a_cancelled_download_stops_and_its_future_still_ends(s3: S3TestServer, tmp_path: Path) -> None:
@@ -116,10 +122,8 @@ def test_a_download_cancelled_between_two_attempts_ends_at_once(s3: S3TestServer
     patient = RetryPolicy(attempts=5, base_seconds=60)  # the next attempt would wait about a minute
     downloads = storage_of(s3, "waits").downloads(patient, on_retry=lambda: retries.append(1), threads=1)
     [future] = downloads.start([("waits/data/a.bin", str(tmp_path / "a"), f"{WHERE}/a.bin")])
-    deadline = time.monotonic() + 30
-    while not retries:  # the first answer was a 503: it waits for its next attempt now
-        assert time.monotonic() < deadline, "the first attempt never came back"
-        time.sleep(0.02)
+    # The first answer was a 503: it waits for its next attempt now.
+    wait_for(lambda: retries, "the first attempt never came back")
     downloads.cancel([future])
     with pytest.raises(DownloadCancelled):
         future.result(20)
@@ -134,10 +138,8 @@ def test_a_large_download_cancelled_while_it_streams_leaves_no_file(s3: S3TestSe
     s3.configure(bandwidth=1_000_000)  # the first range (1 MiB) in about 1 s, then the whole body in 3.5 s
     downloads = storage_of(s3, "streams").downloads(FAST, on_retry=lambda: None, threads=1)
     [future] = downloads.start([("streams/data/big.bin", str(tmp_path / "big"), f"{WHERE}/big.bin")])
-    deadline = time.monotonic() + 30
-    while s3.stats()["gets"].get("data/big.bin", 0) < 2:  # the ranged GET, then the plain one streaming
-        assert time.monotonic() < deadline, "the download never began to stream"
-        time.sleep(0.02)
+    # The ranged GET, then the plain one streaming.
+    wait_for(lambda: s3.stats()["gets"].get("data/big.bin", 0) >= 2, "the download never began to stream")
     downloads.cancel([future])
     with pytest.raises(DownloadCancelled):
         future.result(20)
