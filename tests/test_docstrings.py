@@ -30,13 +30,13 @@ from uc_jupyter.catalog import (
     wire_errors,
     wire_read,
 )
-from uc_jupyter.data import decode, options, partition, stream
+from uc_jupyter.data import decode, options, pace, partition, remote, stream, wanted
 from uc_jupyter.distributed import board, payload, proctree, protocol
 from uc_jupyter.distributed import errors as rank_errors
 from uc_jupyter.jupyter import args
 from uc_jupyter.tables import spark_server, spark_watchdog
 from uc_jupyter.telemetry import collector, model, producer, reporter, uplink
-from uc_jupyter.testing import boards, kernels, served
+from uc_jupyter.testing import boards, clocks, kernels, served, waits
 from uc_jupyter.ucserver import app as ucserver_app
 from uc_jupyter.ucserver import auth as ucserver_auth
 from uc_jupyter.ucserver import routes_data as ucserver_routes_data
@@ -55,6 +55,7 @@ from uc_jupyter.widgets import charts, view
         *(progress, spark_server, spark_watchdog, kernels, boards),
         *(wire, wire_errors, ucserver, ucserver_app, ucserver_auth, ucserver_routes_data, ucserver_serve),
         *(http, vended, wire_read, rest_names, served, ucserver_routes_extensions),
+        *(pace, remote, wanted, waits, clocks),
     ],
     ids=lambda m: m.__name__,
 )

@@ -19,15 +19,8 @@ from uc_jupyter.progress import (
     format_duration,
     waiting,
 )
+from uc_jupyter.testing.clocks import ManualClock
 from uc_jupyter.testing.kernels import kernel_env, running_kernel
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Recorder:
@@ -44,32 +37,32 @@ class Recorder:
 
 
 def test_a_wait_under_a_second_shows_nothing() -> None:
-    clock, out = FakeClock(), Recorder()
+    clock, out = ManualClock(now=100.0), Recorder()
     with waiting("starting Spark Connect", output=out, clock=clock, interval=None) as wait:
-        clock.now += 0.9
+        clock.advance(0.9)
         wait.tick()
     assert out.calls == []
     assert not wait.shown
 
 
 def test_a_long_wait_says_what_it_waits_for_and_how_long() -> None:
-    clock, out = FakeClock(), Recorder()
+    clock, out = ManualClock(now=100.0), Recorder()
     with waiting("starting Spark Connect (first use: about 20 s)", output=out, clock=clock, interval=None) as wait:
         for _ in range(6):
-            clock.now += 1.0
+            clock.advance(1.0)
             wait.tick()
-        clock.now += 8.2
+        clock.advance(8.2)
     assert out.calls[0] == ("show", "starting Spark Connect (first use: about 20 s) ... 1 s")
     assert out.calls[5] == ("show", "starting Spark Connect (first use: about 20 s) ... 6 s")
     assert out.calls[-1] == ("finish", "starting Spark Connect (first use: about 20 s): done in 14 s")
 
 
 def test_a_failed_wait_says_so_and_the_error_goes_on() -> None:
-    clock, out = FakeClock(), Recorder()
+    clock, out = ManualClock(now=100.0), Recorder()
 
     def start_ranks() -> None:
         with waiting("waiting for 2 ranks", output=out, clock=clock, interval=None) as wait:
-            clock.now += 3
+            clock.advance(3)
             wait.tick()
             raise TimeoutError("rank 1 did not start")
 
@@ -79,9 +72,9 @@ def test_a_failed_wait_says_so_and_the_error_goes_on() -> None:
 
 
 def test_a_new_label_names_the_next_step_with_the_time_of_the_whole_wait() -> None:
-    clock, out = FakeClock(), Recorder()
+    clock, out = ManualClock(now=100.0), Recorder()
     with waiting("starting Spark Connect", output=out, clock=clock, interval=None) as wait:
-        clock.now += 4
+        clock.advance(4)
         wait.label = "connecting to Spark Connect"
     assert out.calls == [
         ("show", "connecting to Spark Connect ... 4 s"),
@@ -90,10 +83,10 @@ def test_a_new_label_names_the_next_step_with_the_time_of_the_whole_wait() -> No
 
 
 def test_the_ticker_thread_redraws_while_the_block_blocks() -> None:
-    clock, out = FakeClock(), Recorder()
+    clock, out = ManualClock(now=100.0), Recorder()
     released = threading.Event()
     with waiting("reading main.ml.iris", output=out, clock=clock, interval=0.01):
-        clock.now += 5
+        clock.advance(5)
         # The block blocks until the ticker has drawn a line (bounded, so a broken ticker fails, not hangs).
         for _ in range(1000):
             if out.calls:
@@ -180,15 +173,15 @@ def test_in_a_real_kernel_the_wait_is_one_widget_updated_in_place(tmp_path: Path
 
 
 def test_a_wait_inside_a_wait_is_a_step_of_the_outer_line(capsys: pytest.CaptureFixture[str]) -> None:
-    clock = FakeClock()
+    clock = ManualClock(now=100.0)
     with waiting("loading main.ml.iris", clock=clock, interval=None) as outer:
-        clock.now += 1
+        clock.advance(1)
         outer.tick()
         with waiting("starting Spark Connect (first use: about 20 s)", clock=clock, interval=None) as inner:
             assert inner is outer  # one line, relabelled
-            clock.now += 11
+            clock.advance(11)
             inner.tick()
-        clock.now += 13
+        clock.advance(13)
         outer.tick()
     assert capsys.readouterr().err.splitlines() == [
         "loading main.ml.iris ... 1 s",

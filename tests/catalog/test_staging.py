@@ -12,27 +12,19 @@ import pytest
 from uc_jupyter.catalog import AlreadyExists, NotFound, PermissionDenied, StagingTableInfo, as_principal
 from uc_jupyter.catalog import storage as st
 from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.testing.clocks import ManualClock
 
 TTL = 600.0
 
 
-class Clock:
+@pytest.fixture
+def clock() -> ManualClock:
     """Epoch seconds the test sets."""
-
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+    return ManualClock(now=1_800_000_000.0)
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def cat(isolated_home: Path, clock: Clock) -> LocalCatalog:
+def cat(isolated_home: Path, clock: ManualClock) -> LocalCatalog:
     """main.ml where alice may create tables; bob may use the schema only."""
     catalog = LocalCatalog(isolated_home, staging_ttl=TTL, clock=clock)
     catalog.create_catalog("main")
@@ -145,15 +137,15 @@ def test_a_name_taken_while_staging_refuses_the_registration(cat: LocalCatalog) 
         cat.register_staged_table("main.ml.t", staged.staging_location)
 
 
-def test_an_expired_staging_table_is_swept_with_its_files(cat: LocalCatalog, clock: Clock) -> None:
+def test_an_expired_staging_table_is_swept_with_its_files(cat: LocalCatalog, clock: ManualClock) -> None:
     with as_principal("alice"):
         kept = cat.create_staging_table("main.ml.kept")
-        clock.now += TTL / 2
+        clock.advance(TTL / 2)
         late = cat.create_staging_table("main.ml.late")
     write(kept)
     write(late)
     assert cat.sweep() == []  # neither has expired: both folders are known
-    clock.now += TTL / 2  # kept's deadline
+    clock.advance(TTL / 2)  # kept's deadline
     assert cat.sweep() == [kept.staging_location]
     assert not Path(st.local_path(kept.staging_location)).exists()
     with as_principal("alice"):
@@ -162,18 +154,18 @@ def test_an_expired_staging_table_is_swept_with_its_files(cat: LocalCatalog, clo
         with pytest.raises(ValueError, match="is not a staging location of yours"):
             cat.register_staged_table("main.ml.kept", kept.staging_location)
         assert cat.register_staged_table("main.ml.late", late.staging_location).table_type == "MANAGED"
-    clock.now += 10 * TTL
+    clock.advance(10 * TTL)
     assert cat.sweep() == []  # a registered table is never swept
     assert Path(st.local_path(late.staging_location)).exists()
 
 
 def test_an_expired_staging_table_is_swept_when_another_catalog_opens_the_home(
-    cat: LocalCatalog, clock: Clock, isolated_home: Path
+    cat: LocalCatalog, clock: ManualClock, isolated_home: Path
 ) -> None:
     with as_principal("alice"):
         staged = cat.create_staging_table("main.ml.t")
     write(staged)
-    clock.now += TTL + 1
+    clock.advance(TTL + 1)
     LocalCatalog(isolated_home, staging_ttl=TTL, clock=clock)
     assert not Path(st.local_path(staged.staging_location)).exists()
 
@@ -212,11 +204,11 @@ def test_an_abandoned_staging_table_goes_at_once_with_its_files_and_only_by_its_
     assert cat.sweep() == []
 
 
-def test_a_new_staging_table_removes_the_expired_ones_first(cat: LocalCatalog, clock: Clock) -> None:
+def test_a_new_staging_table_removes_the_expired_ones_first(cat: LocalCatalog, clock: ManualClock) -> None:
     with as_principal("alice"):
         old = cat.create_staging_table("main.ml.old")
         write(old)
-        clock.now += TTL
+        clock.advance(TTL)
         cat.create_staging_table("main.ml.new")
         assert not Path(st.local_path(old.staging_location)).exists()
         with pytest.raises(NotFound, match="no table with id"):

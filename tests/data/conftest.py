@@ -20,7 +20,9 @@ from uc_jupyter.catalog import Catalog
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.processes import free_port
 from uc_jupyter.testing.catalogs import external_location
+from uc_jupyter.testing.clocks import ManualClock
 from uc_jupyter.testing.s3_server import S3TestServer
+from uc_jupyter.testing.waits import wait_until
 
 FileMaker = Callable[..., dict[str, bytes]]
 
@@ -50,17 +52,20 @@ def moto() -> Iterator[str]:
         stdin=subprocess.DEVNULL,
     )
     endpoint = f"http://127.0.0.1:{port}"
+    last: list[OSError] = []
+
+    def answers() -> bool:
+        try:
+            urllib.request.urlopen(f"{endpoint}/moto-api/reset-auth", timeout=5).close()
+        except urllib.error.HTTPError:
+            return True  # it answers (a GET there is refused): it is up
+        except OSError as exc:
+            last[:] = [exc]
+            return False
+        return True
+
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/reset-auth", timeout=5).close()
-            except urllib.error.HTTPError:
-                break  # it answers (a GET there is refused): it is up
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        wait_until(answers, lambda: f"moto's server at {endpoint} to answer (last: {last[-1:]})", 60, interval_s=0.2)
         yield endpoint
     finally:
         server.terminate()
@@ -76,10 +81,10 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3TestServer
 @pytest.fixture
 def s3(s3_server: S3TestServer) -> Iterator[S3TestServer]:
     """The shared server, with counters and injected faults reset around each test."""
-    s3_server.configure(latency=0.0, bandwidth=0.0, fail_first=0, fail_status=503)
+    s3_server.configure(latency=0.0, bandwidth=0.0, fail_first=0, fail_status=503, list_latency=0.0)
     s3_server.reset()
     yield s3_server
-    s3_server.configure(latency=0.0, bandwidth=0.0, fail_first=0, fail_status=503)
+    s3_server.configure(latency=0.0, bandwidth=0.0, fail_first=0, fail_status=503, list_latency=0.0)
 
 
 @pytest.fixture
@@ -111,17 +116,10 @@ def local_volume(catalog: LocalCatalog) -> Callable[..., tuple[str, Path]]:
     return make
 
 
-class FakeClock:
-    """Wall-clock time that moves only when told to (or when the cache sleeps)."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
+def wall_clock() -> ManualClock:
+    """A manual clock that starts at the wall clock's time: the cache dates the entries it rebuilds
+    from the disk by their files' mtimes, and tests compare its readings with ``time.time()``."""
+    return ManualClock(now=time.time())
 
 
 class WorkerTagged(torch.utils.data.IterableDataset[int]):

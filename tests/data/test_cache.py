@@ -22,8 +22,9 @@ from uc_jupyter.data.cache import (
     Ticket,
 )
 from uc_jupyter.testing.s3_server import S3TestServer
+from uc_jupyter.testing.waits import wait_until
 
-from .conftest import FakeClock
+from .conftest import wall_clock
 
 
 def writer(content: bytes) -> Callable[[str], None]:
@@ -50,7 +51,7 @@ def get(cache: FileCache, name: str, content: bytes, group: str = "g", **kwargs:
 
 @pytest.fixture
 def cache(tmp_path: Path) -> FileCache:
-    clock = FakeClock()  # a wait for room gives up at once instead of sleeping
+    clock = wall_clock()  # a wait for room gives up at once instead of sleeping
     return FileCache(tmp_path / "cache", max_bytes=10_000, min_free_bytes=0, clock=clock, sleep=clock.sleep)
 
 
@@ -66,6 +67,7 @@ def test_a_miss_downloads_once_and_later_gets_hit(cache: FileCache) -> None:
     assert [p for p in (cache.root / "pins").rglob("*") if p.is_file()] == []
     stats = cache.stats()
     assert (stats.resident_bytes, stats.in_flight_bytes, stats.entries) == (100, 0, 1)
+    assert cache.resident_bytes() == 100  # the cheap read the fetch-ahead window asks per batch
 
 
 def test_a_hit_is_a_complete_cached_file(cache: FileCache) -> None:
@@ -124,7 +126,7 @@ def test_a_failed_download_leaves_nothing_behind(cache: FileCache) -> None:
 
 def test_a_size_different_from_the_listing_is_refused(cache: FileCache) -> None:
     key = FileCache.key("s3://b/grew", 5, None)
-    with pytest.raises(OSError, match="5 bytes were listed, 9 were read; list the folder again"):
+    with pytest.raises(OSError, match=r"it changed since the dataset listed it \(5 bytes then, 9 now\)"):
         cache.get(key, 5, writer(b"123456789"), group="g")
     assert stored_files(cache) == []
 
@@ -151,7 +153,7 @@ def test_a_full_cache_keeps_its_resident_set_and_streams_the_rest(cache: FileCac
 
 
 def test_other_groups_are_evicted_after_the_grace_period(tmp_path: Path) -> None:
-    clock = FakeClock()
+    clock = wall_clock()
     cache = FileCache(
         tmp_path,
         max_bytes=5_000,
@@ -166,7 +168,7 @@ def test_other_groups_are_evicted_after_the_grace_period(tmp_path: Path) -> None
     fresh = get(cache, "new0", b"n" * 1000, group="today")
     assert not fresh.resident  # the other group was used moments ago: not evicted yet
     cache.release(fresh)
-    clock.now += 61  # recency lives in the index, by the cache's clock: older than the grace period now
+    clock.advance(61)  # recency lives in the index, by the cache's clock: older than the grace period now
     admitted = get(cache, "new1", b"n" * 1000, group="today")
     assert admitted.resident
     stats = cache.stats()
@@ -193,7 +195,7 @@ def test_a_file_larger_than_the_budget_is_refused_at_once(cache: FileCache) -> N
 
 
 def test_the_free_disk_floor_is_kept(tmp_path: Path) -> None:
-    clock = FakeClock()
+    clock = wall_clock()
     floor = shutil.disk_usage(tmp_path).total  # more than can ever be free
     cache = FileCache(tmp_path, max_bytes=10_000, min_free_bytes=floor, wait_seconds=5, clock=clock, sleep=clock.sleep)
     with pytest.raises(CacheBudgetError, match="free-disk floor"):
@@ -202,7 +204,7 @@ def test_the_free_disk_floor_is_kept(tmp_path: Path) -> None:
 
 
 def test_waiting_for_room_asks_the_holder_to_relieve_then_gives_up(tmp_path: Path) -> None:
-    clock = FakeClock()
+    clock = wall_clock()
     cache = FileCache(tmp_path, max_bytes=2_000, min_free_bytes=0, headroom=0.5, clock=clock, sleep=clock.sleep)
     resident = get(cache, "r", b"r" * 1000)
     streamed = get(cache, "s", b"s" * 1000)
@@ -238,7 +240,7 @@ def test_a_cache_of_an_older_format_is_emptied_not_misread(tmp_path: Path) -> No
 def test_a_starving_download_evicts_its_own_groups_unpinned_files(tmp_path: Path) -> None:
     """Alone in the cache (no other process holds room), a download that finds no room evicts its own
     group's unpinned files at once: nobody else would make room by waiting."""
-    clock = FakeClock()
+    clock = wall_clock()
     cache = FileCache(
         tmp_path, max_bytes=4_000, min_free_bytes=0, headroom=0.25, starve_seconds=1.0, clock=clock, sleep=clock.sleep
     )
@@ -267,7 +269,7 @@ def _hold_a_reservation(root: str, held: Any, done: Any) -> None:
 def test_a_starving_download_waits_while_another_process_holds_room(tmp_path: Path) -> None:
     """Another process's download may end and make room (or be waiting on this very file): wait out
     starve_seconds before evicting this group's own resident files."""
-    clock = FakeClock()
+    clock = wall_clock()
     cache = FileCache(
         tmp_path, max_bytes=4_000, min_free_bytes=0, headroom=0.25, starve_seconds=1.0, clock=clock, sleep=clock.sleep
     )
@@ -343,11 +345,15 @@ def test_a_download_killed_midway_leaves_no_visible_file(tmp_path: Path, s3_serv
             target=_download_forever, args=(str(root), s3_server.storage_options)
         )
         process.start()
-        deadline = time.monotonic() + 60
-        while not any(p.stat().st_size > 0 for p in (root / "tmp").glob("*")) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.kill(process.pid, signal.SIGKILL)
-        process.join()
+        try:
+            wait_until(
+                lambda: any(p.stat().st_size > 0 for p in (root / "tmp").glob("*")),
+                "the download to write its first bytes",
+                60,
+            )
+        finally:
+            os.kill(process.pid, signal.SIGKILL)
+            process.join()
     finally:
         s3_server.configure(bandwidth=0)
     assert list((root / "tmp").glob("*")), "the download never started"

@@ -35,7 +35,7 @@ def _files(count: int) -> dict[str, bytes]:
     return {f"c{i % 3}/f {i}+x.bin": f"{i}:".encode() + os.urandom(50 + i) for i in range(count)}
 
 
-FILES = _files(30)
+FILES = {**_files(30), "c1/empty.bin": b""}  # an empty file: downloads only ask its size (HEAD)
 
 
 @pytest.fixture(scope="module")

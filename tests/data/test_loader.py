@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -26,8 +27,10 @@ from uc_jupyter.data.cache import CacheBudgetError, FileCache
 from uc_jupyter.data.loader import BatchTiming
 from uc_jupyter.processes import free_port
 from uc_jupyter.telemetry.mlflow_sink import metric_names
+from uc_jupyter.testing.clocks import ManualClock
+from uc_jupyter.testing.waits import wait_until
 
-from .conftest import FakeClock, WorkerTagged, write_files
+from .conftest import WorkerTagged, wall_clock, write_files
 
 Volume = Callable[..., tuple[str, Path]]
 
@@ -141,7 +144,7 @@ def test_allowed_values_pass_through_to_torch() -> None:
 class Ticking(torch.utils.data.Dataset[int]):
     """A map-style dataset whose every item costs ``cost`` seconds of the test's ``clock``."""
 
-    def __init__(self, n: int, clock: FakeClock, cost: float) -> None:
+    def __init__(self, n: int, clock: ManualClock, cost: float) -> None:
         self.n, self.clock, self.cost = n, clock, cost
 
     def __len__(self) -> int:
@@ -153,7 +156,7 @@ class Ticking(torch.utils.data.Dataset[int]):
 
 
 def test_hooks_attribute_waiting_to_fetch_and_work_to_compute() -> None:
-    clock = FakeClock()
+    clock = wall_clock()
     loader = DataLoader(Ticking(6, clock, cost=0.02), batch_size=2, num_workers=0, clock=clock)
     timings: list[BatchTiming] = []
     remove = loader.add_hook(timings.append)
@@ -184,7 +187,7 @@ def test_a_hook_that_removes_itself_never_makes_another_miss_a_batch() -> None:
 
 def test_the_loops_telemetry_goes_out_at_most_ten_times_a_second() -> None:
     """Published when due after a batch (10 a second on the loader's clock), and at once by stats()."""
-    clock = FakeClock()
+    clock = wall_clock()
     loader = DataLoader(Ticking(40, clock, cost=0.01), batch_size=1, num_workers=0, mlflow=False, clock=clock)
     seen = []
     for _ in loader:  # 40 batches over 0.4 s of the clock
@@ -198,6 +201,7 @@ FORK_SAFETY = textwrap.dedent(
     """
     import json, os, sys
     from uc_jupyter.data import DataLoader
+    from uc_jupyter.data.downloads import Job
     from uc_jupyter.data.remote import RetryPolicy
     from uc_jupyter.data.storage import open_storage
 
@@ -209,7 +213,7 @@ FORK_SAFETY = textwrap.dedent(
     clean = method(DataLoader(list(range(4)), batch_size=2, num_workers=1, mlflow=False))
     storage = open_storage("s3://forkless/data", options, where="/Volumes/c/s/v")
     downloads = storage.downloads(RetryPolicy(attempts=1), on_retry=lambda: None, threads=1)
-    downloads.start([("forkless/data/a.bin", os.path.join(out, "a.bin"), "/Volumes/c/s/v/a.bin")])[0].result(60)
+    downloads.start([Job("forkless/data/a.bin", os.path.join(out, "a.bin"), "/Volumes/c/s/v/a.bin", 4)])[0].result(60)
     downloads.close()  # this process has made an object_store request: forked children cannot
     dirty = DataLoader(list(range(4)), batch_size=2, num_workers=1, mlflow=False)
     unpicklable = DataLoader(list(range(4)), batch_size=2, num_workers=1, mlflow=False, collate_fn=lambda b: b)
@@ -326,19 +330,115 @@ def test_metrics_land_under_the_reference_keys(tracking: Any, s3_volume: Volume)
     assert logged["dataloader/cache_hit_rate/rank_0"] == 1.0  # the second pass hit every file
 
 
-def test_every_pass_logs_its_own_point_before_it_ends(tracking: Any, s3_volume: Volume) -> None:
-    """Issue 19: the end-of-pass window went to a background thread, so right after two passes the
-    history often held one point (steps [4]) instead of one per pass."""
-    path, folder = s3_volume()
-    write_files(folder, 16)
-    loader = DataLoader(UCVolumeDataset(path, min_free_bytes=0), batch_size=4, num_workers=0)
+def fetch_steps(tracking: Any, run_id: str, rank: int = 0) -> list[int]:
     client = tracking.tracking.MlflowClient()
+    return [m.step for m in client.get_metric_history(run_id, metric_names(rank)["fetch"])]
+
+
+def test_a_start_run_block_leaves_every_pass_s_point_in_the_run(tracking: Any) -> None:
+    """Issue 16: a pass's point is logged off the loop's path, so the block may end the run before
+    the last one is logged; it arrives all the same (no close(), no wait), and nothing after it.
+    Issue 19 before it: right after two passes the history held one point instead of one per pass."""
+    loader = DataLoader(list(range(16)), batch_size=4, num_workers=0)
     with tracking.start_run() as run:
-        for passes in (1, 2):
-            list(loader)
-            steps = [m.step for m in client.get_metric_history(run.info.run_id, metric_names(0)["fetch"])]
-            assert steps == sorted(set(steps)) and steps[-1] == 4 * passes  # read at once: no close()
-        assert 4 in steps
+        for _epoch in range(3):
+            for _batch in loader:
+                pass
+    assert tracking.tracking.MlflowClient().get_run(run.info.run_id).info.status == "FINISHED"
+    wait_until(lambda: len(fetch_steps(tracking, run.info.run_id)) >= 3, "a point per pass")
+    assert fetch_steps(tracking, run.info.run_id) == [4, 8, 12]
+    loader.close()
+    assert fetch_steps(tracking, run.info.run_id) == [4, 8, 12]
+
+
+def test_the_loop_does_not_wait_on_a_slow_mlflow_at_a_pass_end(tracking: Any, tmp_path: Path) -> None:
+    """The tracking store is locked (another connection holds it exclusively) while the pass ends,
+    so MLflow cannot take the point: the pass ends all the same. Had it waited for the point, it
+    would have been stuck until MLflow gave up on the locked store (a failure notice, no point)."""
+    notices.reset()
+    loader = DataLoader(list(range(16)), batch_size=4, num_workers=0)
+    with tracking.start_run() as run:
+        stream = iter(loader)
+        got = [next(stream) for _ in range(3)]
+        store = sqlite3.connect(tmp_path / "mlflow.db", isolation_level=None)
+        store.execute("BEGIN EXCLUSIVE")
+        try:
+            got += list(stream)  # the pass ends here, with MLflow unable to write
+            assert store.execute("SELECT count(*) FROM metrics").fetchone() == (0,)
+        finally:
+            store.execute("ROLLBACK")
+            store.close()
+        assert len(got) == 4
+        loader.close()  # waits for the point now that MLflow can take it
+        assert fetch_steps(tracking, run.info.run_id) == [4]
+
+
+def test_a_pass_ending_inside_a_nested_run_logs_into_the_loader_s_run(tracking: Any) -> None:
+    """The pass began in the parent run and ends while a nested run is active: the point goes to the
+    parent, which still runs (the store says so), not into nowhere."""
+    loader = DataLoader(list(range(16)), batch_size=4, num_workers=0)
+    with tracking.start_run() as parent:
+        stream = iter(loader)
+        next(stream)
+        with tracking.start_run(nested=True) as child:
+            assert len(list(stream)) == 3
+        loader.close()
+    assert fetch_steps(tracking, parent.info.run_id) == [4]
+    assert fetch_steps(tracking, child.info.run_id) == []
+
+
+_ENDINGS = {
+    # The process ends on its own after the block: the point waiting is logged at exit.
+    "exit": "",
+    # close() returns with every point logged: a SIGKILL right after loses nothing.
+    "close then SIGKILL": "loader.close(); os.kill(os.getpid(), signal.SIGKILL)",
+}
+
+
+@pytest.mark.parametrize("ending", _ENDINGS)
+def test_the_process_ending_loses_no_point(tracking: Any, tmp_path: Path, ending: str) -> None:
+    script = textwrap.dedent(
+        f"""
+        import os, signal, sys
+        import mlflow
+        from uc_jupyter.data import DataLoader
+
+        loader = DataLoader(list(range(16)), batch_size=4, num_workers=0)
+        with mlflow.start_run() as run:
+            print(run.info.run_id, flush=True)
+            for epoch in range(3):
+                for batch in loader:
+                    pass
+            {_ENDINGS[ending]}
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == (-9 if "SIGKILL" in ending else 0), done.stderr
+    run_id = done.stdout.split()[0]
+    assert fetch_steps(tracking, run_id) == [4, 8, 12]
+
+
+def test_a_rank_call_returns_with_its_points_in_the_run(tracking: Any) -> None:
+    """A rank's pass hands its point to the rank's logging thread; the rank waits for it before it
+    replies, so when the call returns both ranks' points are in the parent's run."""
+    from uc_jupyter.distributed.pool import RankPool
+
+    with tracking.start_run() as run:
+        pool = RankPool(2, devices="cpu", stop_grace=2.0)
+        try:
+            cell = textwrap.dedent(
+                f"""
+                import os
+                os.environ["MLFLOW_RUN_ID"] = {run.info.run_id!r}
+                from uc_jupyter.data import DataLoader
+                loader = DataLoader(list(range(16)), batch_size=4, num_workers=0)
+                sum(len(batch) for batch in loader)
+                """
+            )
+            assert pool.execute(cell) == [16, 16]
+            assert [fetch_steps(tracking, run.info.run_id, rank) for rank in (0, 1)] == [[4], [4]]
+        finally:
+            pool.shutdown()
 
 
 def test_nothing_is_logged_after_the_run_has_ended(tracking: Any, s3_volume: Volume) -> None:
@@ -535,7 +635,7 @@ def test_later_passes_through_a_budget_of_a_few_files_neither_wait_nor_fail(s3_v
     clock is injected and its wait_seconds are below its starve_seconds: either wait fails at once."""
     path, folder = s3_volume()
     files = write_files(folder, 16, size=32 * 1024)
-    clock = FakeClock()
+    clock = wall_clock()
     cache = FileCache(
         tmp_path / "cache", max_bytes=6 * 32 * 1024, min_free_bytes=0, wait_seconds=0.5, clock=clock, sleep=clock.sleep
     )
@@ -549,18 +649,12 @@ def test_later_passes_through_a_budget_of_a_few_files_neither_wait_nor_fail(s3_v
     assert dataset.stats().streams[0].hits > 0  # later passes reused what stayed resident
 
 
-class QuickTime:
+class QuickTime(ManualClock):
     """The cache's clock and sleep: a wait passes at once (a millisecond really, so that other
     processes run), so its rule of evicting after a second of waiting costs nothing here."""
 
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def clock(self) -> float:
-        return self.now
-
     def sleep(self, seconds: float) -> None:
-        self.now += seconds
+        super().sleep(seconds)
         time.sleep(0.001)
 
 
@@ -590,7 +684,7 @@ def test_every_path_stays_valid_until_the_loop_moves_past_its_batch(
             max_bytes=(held + slack) * 1000,
             min_free_bytes=0,
             wait_seconds=10**6,
-            clock=quick.clock,
+            clock=quick,
             sleep=quick.sleep,
         )
         dataset = UCVolumeDataset(path, cache="auto" if keep else "never", cache_dir=cache, prefetch=1)

@@ -18,7 +18,16 @@ from hypothesis import strategies as st
 from uc_jupyter.catalog import get_catalog
 from uc_jupyter.data import UCVolumeDataset
 from uc_jupyter.data.grid import current_grid, current_rank
-from uc_jupyter.data.partition import Grid, OnUneven, Shard, epoch_order, plan, rank_share, skipped_share
+from uc_jupyter.data.partition import (
+    Grid,
+    OnUneven,
+    Shard,
+    StreamPositions,
+    epoch_order,
+    plan,
+    rank_share,
+    skipped_share,
+)
 
 POLICIES: tuple[OnUneven, ...] = ("pad", "drop", "allow")
 
@@ -385,3 +394,54 @@ def test_the_skipped_shares_of_every_stream_add_up_and_differ_by_at_most_one(
         for worker in range(max(num_workers, 1))
     ]
     assert sum(shares) == skipped and max(shares) - min(shares) <= 1
+
+
+# ------------------------------------------------------------------ positions while the items arrive
+
+
+class Arriving:
+    """Items that arrive a few at a time: ``arrive()`` makes more known, the last call all of them."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.now = n, 0
+
+    def known(self) -> int:
+        return self.now
+
+    def total(self) -> int | None:
+        return self.n if self.now == self.n else None
+
+    def wait_for(self, count: int) -> int:
+        self.now = min(self.n, max(self.now + 1, count))  # what waiting brings: more items
+        return self.now
+
+
+@FAST
+@given(
+    n=sizes,
+    world=world_sizes,
+    workers=worker_counts,
+    policy=st.sampled_from(POLICIES),
+    skip=st.integers(min_value=0, max_value=30),
+    steps=st.lists(st.integers(min_value=1, max_value=60), max_size=8),
+)
+def test_positions_of_items_still_arriving_are_the_plans_positions(
+    n: int, world: int, workers: int, policy: OnUneven, skip: int, steps: list[int]
+) -> None:
+    for rank in range(world):
+        for worker in range(max(workers, 1)):
+            grid = Grid(rank=rank, world_size=world, worker=worker, num_workers=workers)
+            expected = plan(n, grid, on_uneven=policy).indices[skip:].tolist()
+            items = Arriving(n)
+            positions = StreamPositions(items, grid, policy, skip)
+            taken: list[int] = []
+            for step in steps:  # every position handed out while items arrive is the plan's own
+                items.now = min(n, items.now + step)
+                taken += positions[len(taken) :]
+                assert taken == expected[: len(taken)]
+            while positions.wait_beyond(len(taken)):
+                taken += positions[len(taken) :]
+            assert taken == expected
+            assert len(positions) == len(expected)
+            with pytest.raises(IndexError):
+                positions[len(expected)]

@@ -1,8 +1,9 @@
 """The fetch-ahead of one stream through the cache, through its public class: hits and misses in
 order, the window and its batched reservations, a budget too small for the files in flight (what is
 relieved), downloads cancelled when the consumer stops, download errors and a full disk that must
-reach the consuming loop, and the pace on an injected clock. Downloads are the test's own objects
-(:class:`Controlled`, the Downloads protocol) or fsspec's local filesystem."""
+reach the consuming loop, and the pace measured on an injected clock (the pace on its own:
+test_pace.py). Downloads are the test's own objects (:class:`Controlled`, the Downloads protocol)
+or fsspec's local filesystem."""
 
 from __future__ import annotations
 
@@ -22,12 +23,14 @@ from fsspec.implementations.local import LocalFileSystem
 from uc_jupyter.data import DataLoader, UCVolumeDataset, decode_bytes
 from uc_jupyter.data.cache import FileCache
 from uc_jupyter.data.consumer import Progress
-from uc_jupyter.data.downloads import ThreadDownloads, Wanted
+from uc_jupyter.data.downloads import Job, ThreadDownloads, Wanted
 from uc_jupyter.data.held import Held
-from uc_jupyter.data.prefetch import MAX_DEPTH, RANK_DEPTH, Pace, Prefetcher, depth_cap
+from uc_jupyter.data.prefetch import Prefetcher
 from uc_jupyter.data.remote import RetryPolicy, VolumeReadError
+from uc_jupyter.testing.clocks import ManualClock
+from uc_jupyter.testing.waits import wait_until
 
-from .conftest import FakeClock, write_files
+from .conftest import wall_clock, write_files
 
 ONCE = RetryPolicy(attempts=1)
 
@@ -81,7 +84,7 @@ class Controlled:
     (the batch's downloads run side by side); ``fail`` is raised by every download instead."""
 
     def __init__(
-        self, *, hold: bool = False, clock: FakeClock | None = None, took: float = 0.0, fail: Exception | None = None
+        self, *, hold: bool = False, clock: ManualClock | None = None, took: float = 0.0, fail: Exception | None = None
     ) -> None:
         self.hold, self.clock, self.took, self.fail = hold, clock, took, fail
         self.batches: list[list[str]] = []  # the remote paths of each start(), in order
@@ -90,12 +93,12 @@ class Controlled:
         self.started = threading.Event()  # set once a batch has started
         self.closed = False
 
-    def start(self, jobs: Sequence[tuple[str, str, str]]) -> list[cf.Future[None]]:
-        self.batches.append([remote for remote, _, _ in jobs])
+    def start(self, jobs: Sequence[Job]) -> list[cf.Future[None]]:
+        self.batches.append([job.remote for job in jobs])
         if self.clock is not None:
             self.clock.sleep(self.took)
         futures = []
-        for remote, local, _ in jobs:
+        for remote, local, _, _ in jobs:
             future: cf.Future[None] = cf.Future()
             future.set_running_or_notify_cancel()
             if self.hold:
@@ -158,7 +161,7 @@ def test_a_budget_between_one_and_two_files_streams_every_file_through(tmp_path:
     """Before, the first file stayed resident (and pinned), and the second waited for room that
     never came: CacheBudgetError after wait_seconds."""
     files = source_files(tmp_path / "volume", sizes)
-    clock = FakeClock()
+    clock = wall_clock()
     cache = FileCache(tmp_path / "cache", max_bytes=1500, min_free_bytes=0, clock=clock, sleep=clock.sleep)
     fetch = Prefetcher(cache, ThreadDownloads(LocalFileSystem(), ONCE, threads=4), group="g", keep=True)
     assert stream(fetch, [w for w, _ in files]) == [content for _, content in files]
@@ -172,7 +175,7 @@ def test_a_budget_between_one_and_two_files_streams_every_file_through(tmp_path:
 
 def test_a_budget_for_a_few_files_keeps_what_fits_and_streams_the_rest(tmp_path: Path) -> None:
     files = source_files(tmp_path / "volume", [1000] * 10)
-    clock = FakeClock()
+    clock = wall_clock()
     cache = FileCache(tmp_path / "cache", max_bytes=3500, min_free_bytes=0, clock=clock, sleep=clock.sleep)
     # Resident files may take 3500 - 1000 bytes (room for one more to stream past): two stay.
     for expected in ([True] * 10, [False] * 2 + [True] * 8):
@@ -221,9 +224,10 @@ def test_held_files_are_relieved_streamed_first_then_resident(tmp_path: Path) ->
 
 
 class FullDisk(LocalFileSystem):  # fsspec's local filesystem, whose downloads land on a full disk
-    def get_file(self, rpath: str, lpath: str, **kwargs: Any) -> None:
-        with open(rpath, "rb") as source, open("/dev/full", "wb", buffering=0) as target:
-            target.write(source.read())  # ENOSPC from the kernel
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
+        with open("/dev/full", "wb", buffering=0) as target:
+            target.write(super().cat_file(path, start=start, end=end))  # ENOSPC from the kernel
+        return b""
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
@@ -259,10 +263,7 @@ def test_a_full_disk_under_any_downloads_raises_in_the_loop_naming_the_file(tmp_
 
 def assert_nothing_left_in_flight(cache: FileCache) -> None:
     """Downloads cancelled when the loop stopped give their room back once they have stopped."""
-    deadline = time.monotonic() + 10
-    while cache.stats().in_flight_bytes and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert cache.stats().in_flight_bytes == 0
+    wait_until(lambda: cache.stats().in_flight_bytes == 0, "the cancelled downloads to give their room back", 10)
 
 
 # ------------------------------------------------------------------ the window, through a Downloads of our own
@@ -294,7 +295,7 @@ def test_the_window_reserves_only_what_fits_and_relieves_delivered_files_for_the
     until the consumer reaches them, then the delivered files it is done with make room."""
     files = source_files(tmp_path / "volume", [1000] * 8)
     wanted = [w for w, _ in files]
-    clock = FakeClock()
+    clock = wall_clock()
     cache = FileCache(tmp_path / "cache", max_bytes=3500, min_free_bytes=0, clock=clock, sleep=clock.sleep)
     downloads = Controlled()
     fetch = Prefetcher(cache, downloads, group="g", keep=True, prefetch=8)
@@ -334,7 +335,7 @@ def test_closing_a_pass_cancels_its_downloads_and_gives_their_room_back(tmp_path
 
 def test_the_pace_measures_downloads_on_the_clock_it_is_given(tmp_path: Path) -> None:
     files = source_files(tmp_path / "volume", [100] * 200)
-    clock = FakeClock()
+    clock = wall_clock()
     cache = FileCache(tmp_path / "cache", max_bytes=10**6, min_free_bytes=0)
     downloads = Controlled(clock=clock, took=0.25)
     fetch = Prefetcher(cache, downloads, group="g", keep=True, clock=clock)
@@ -346,73 +347,13 @@ def test_the_pace_measures_downloads_on_the_clock_it_is_given(tmp_path: Path) ->
     assert len(downloads.batches[0]) == 64  # before anything was measured
 
 
-# ------------------------------------------------------------------ the pace, on its own clock
-
-
-class Ticks:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_the_pace_keeps_little_s_law_in_flight() -> None:
-    clock = Ticks()
-    pace = Pace(None, clock=clock)
-    assert pace.depth() == 64  # nothing measured yet: a first window that hides a store's latency
-    pace.fetched(0.1, waited=False)
-    clock.now = 0.05
-    pace.consumed(10)  # one file every 5 ms
-    assert pace.depth() == 22  # 0.1 / 0.005 in flight, plus 2
-    clock.now = 0.05 + 10.0
-    pace.consumed(10)  # a slow consumer: one file a second
-    assert pace.depth() == 4  # never fewer
-
-
-def test_the_pace_grows_its_margin_each_time_the_consumer_waited_and_caps_at_the_ceiling() -> None:
-    clock = Ticks()
-    pace = Pace(None, clock=clock)
-    clock.now = 10.0
-    pace.consumed(10)  # a slow consumer: Little's law alone asks for the floor
-    pace.fetched(0.1, waited=True)
-    assert (pace.margin, pace.depth()) == (2.0, 5)  # ceil(0.1 + 2) + 2
-    margins = []
-    for _ in range(4):
-        pace.fetched(0.1, waited=True)
-        margins.append(pace.margin)
-    assert margins == [4.0, 6.0, 9.0, 13.5]  # by half, at least 2: the cap within a few waits
-    for _ in range(100):
-        pace.fetched(0.1, waited=True)
-    assert pace.margin == MAX_DEPTH and pace.depth() == MAX_DEPTH
-    pace.fetched(0.1, waited=False)
-    assert pace.margin == pytest.approx(MAX_DEPTH - 0.05)  # shrinks slowly while nobody waits
-
-
-def test_a_rank_s_streams_share_one_ceiling_of_downloads_in_flight() -> None:
-    assert [depth_cap(n) for n in (1, 2, 3, 4, 8, 1000)] == [MAX_DEPTH, MAX_DEPTH, 85, 64, 32, 4]
-    assert all(n * depth_cap(n) <= RANK_DEPTH for n in range(1, 65))  # never more than a store takes at once
-    clock = Ticks()
-    pace = Pace(None, clock=clock, most=depth_cap(8))
-    assert pace.depth() == 32  # the first window too
-    for _ in range(100):
-        pace.fetched(0.1, waited=True)
-    assert pace.depth() == 32
-
-
-def test_a_fixed_prefetch_is_the_depth_whatever_is_measured() -> None:
-    pace = Pace(3, clock=Ticks())
-    pace.fetched(5.0, waited=True)
-    assert pace.depth() == 3
-
-
 def test_the_resident_set_leaves_room_for_the_files_in_use_and_the_rest_streams_in_batches(tmp_path: Path) -> None:
     """A consumer that holds 8 files at once (two batches of 4) and a window of 4: the resident set
     stops where the budget less its headroom still has room for them, and later misses stream
     through the cache in whole windows, never one download at a time (which is what a resident set
     up to the cap left: no room for the files in use)."""
     files = source_files(tmp_path / "volume", [1000] * 40)
-    clock = FakeClock()
+    clock = wall_clock()
     cache = FileCache(tmp_path / "cache", max_bytes=20_000, min_free_bytes=0, clock=clock, sleep=clock.sleep)
     progress = Progress(workers=0, batch_size=4)
     progress.new_pass()

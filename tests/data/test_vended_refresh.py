@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import pickle
-import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +25,7 @@ from uc_jupyter.catalog.vended import refresh_due
 from uc_jupyter.data import UCTableDataset, UCVolumeDataset
 from uc_jupyter.testing.moto_iam import MotoIam, moto_iam
 from uc_jupyter.testing.served import ADMIN, Served, serving
+from uc_jupyter.testing.waits import wait_until
 
 BUCKET = "lake"
 FILES = {f"f{i}.bin": f"file {i} of volume a".encode() for i in range(6)}
@@ -105,15 +105,6 @@ def _contents(items: Any) -> list[bytes]:
     return sorted(Path(path).read_bytes() for path in items)
 
 
-def _wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    """Poll ``condition`` (the reaper works on its own clock); never asserts how long it took."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
-        time.sleep(0.2)
-
-
 def _ended(resolved: ResolvedVolumePath) -> Callable[[], bool]:
     """Whether S3 refuses the keys of ``resolved`` now (the reaper has ended their vend)."""
 
@@ -141,7 +132,7 @@ def test_a_second_epoch_reads_every_file_after_the_first_keys_are_ended(short: S
     assert later.expires_at is not None and set(later.storage_options) >= {"key", "secret", "token"}
     assert _contents(dataset) == sorted(FILES.values())
     # Keys vended after the dataset's: once S3 refuses them, the dataset's first keys are ended too.
-    _wait_until(_ended(later), "the reaper ending a 3 s vend")
+    wait_until(_ended(later), "the reaper to end a 3 s vend", 60, interval_s=0.2)
     # Iterated outside alice's block: the dataset renews as alice, who made it.
     assert _contents(dataset) == sorted(FILES.values())
 
@@ -155,7 +146,7 @@ def test_dataloader_workers_renew_their_own_keys(short: Served, tmp_path: Path) 
     rest = RestCatalog(short.url, token)
     dataset = UCVolumeDataset(VOLUME, catalog=rest, cache="never", cache_dir=tmp_path / "cache")
     later = rest.resolve_volume_path(VOLUME)
-    _wait_until(_ended(later), "the reaper ending a 3 s vend")
+    wait_until(_ended(later), "the reaper to end a 3 s vend", 60, interval_s=0.2)
 
     def read(batch: list[str]) -> list[bytes]:
         return [Path(path).read_bytes() for path in batch]  # inside the worker, while the path is valid
@@ -172,7 +163,7 @@ def test_a_spawned_table_reader_renews_before_reading_the_snapshot_again(
     with rest.as_principal("alice"):
         dataset = UCTableDataset("v.s.t", catalog=rest, batch_size=4)
         later = rest.resolve_volume_path(VOLUME)
-    _wait_until(_ended(later), "the reaper ending a 3 s vend")
+    wait_until(_ended(later), "the reaper to end a 3 s vend", 60, interval_s=0.2)
     # What a spawned worker gets: no catalog object, no rows; the environment names the server.
     monkeypatch.setenv("UC_JUPYTER_CATALOG_URL", short.url)
     token = short.token_for("alice")

@@ -10,8 +10,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import cloudpickle
@@ -21,30 +19,19 @@ from uc_jupyter.distributed import RankPool, board
 from uc_jupyter.distributed.board import parse_board, publish, read_boards, withdraw
 from uc_jupyter.distributed.pool import PoolStatus, RankInfo
 from uc_jupyter.testing.boards import pool_record
+from uc_jupyter.testing.waits import wait_until
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # ranks cannot import test modules by name
 
 
 def wait_for(started: str, release: str) -> None:
-    """In a rank: say it is running (rank 0), then return once the test lets it (or after a minute)."""
+    """In a rank: say it is running (rank 0), then return once the test lets it (failing after a minute)."""
     import torch.distributed as dist
 
     dist.barrier()  # both ranks are inside the call
     if dist.get_rank() == 0:
         Path(started).touch()
-    deadline = time.monotonic() + 60
-    while not os.path.exists(release) and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
-def wait_until(condition: Callable[[], bool], seconds: float = 60) -> bool:
-    """Whether ``condition`` held within ``seconds`` (asked every 10 ms): a wait, never a measure."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+    wait_until(lambda: os.path.exists(release), "the test to release the call", 60, interval_s=0.01)
 
 
 def test_a_pool_announces_its_state_and_withdraws_it(isolated_home: Path) -> None:
@@ -58,7 +45,7 @@ def test_a_pool_announces_its_state_and_withdraws_it(isolated_home: Path) -> Non
         call = threading.Thread(target=pool.call, args=(wait_for, (str(started), str(release))))
         call.start()
         try:
-            assert wait_until(started.exists)  # both ranks are inside the call
+            wait_until(started.exists, "both ranks to be inside the call", 60, interval_s=0.01)
             assert [b["state"] for b in read_boards()] == ["busy"]
         finally:
             release.touch()

@@ -18,6 +18,7 @@ import pytest
 
 from uc_jupyter.distributed import PayloadError, RankDied, RankError, RankPool, RankStartError, RankTimeout
 from uc_jupyter.processes import free_port
+from uc_jupyter.testing.waits import wait_until
 
 from .conftest import pool_pids, wait_until_gone
 
@@ -93,11 +94,7 @@ def test_output_is_streamed_live_in_order_per_rank(tmp_path: Path) -> None:
         if rank == 1:
             # The kernel sees this line while the call still runs: it creates the flag in response.
             print("waiting for the kernel")
-            deadline = time.monotonic() + 20
-            while not os.path.exists(flag):
-                if time.monotonic() > deadline:
-                    return False
-                time.sleep(0.01)
+            wait_until(lambda: os.path.exists(flag), "the kernel to create the flag", 20, interval_s=0.01)
         print("no newline at the end", end="")
         return True
 

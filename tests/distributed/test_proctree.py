@@ -8,8 +8,7 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import psutil
 import pytest
@@ -18,6 +17,7 @@ from hypothesis import strategies as st
 
 from uc_jupyter.distributed import proctree
 from uc_jupyter.distributed.proctree import descendants, descendants_in, kill_tree
+from uc_jupyter.testing.waits import wait_until
 
 DAEMON = "import os, time; os.setsid(); time.sleep(600)"
 # Forks a new sleeping child every few milliseconds until it is killed.
@@ -37,13 +37,6 @@ def started() -> Iterator[list[subprocess.Popen[bytes]]]:
     for process in processes:
         kill_tree(process.pid, include_root=True)
         process.wait()
-
-
-def wait_for(condition: Callable[[], bool], within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def running(pid: int) -> bool:
@@ -86,10 +79,10 @@ def test_a_grandchild_in_its_own_session_is_a_descendant(started: list[subproces
     spawn = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {DAEMON!r}]); time.sleep(600)"
     parent = subprocess.Popen([sys.executable, "-c", spawn])
     started.append(parent)
-    wait_for(lambda: len(descendants(parent.pid)) == 1)
+    wait_until(lambda: len(descendants(parent.pid)) == 1, "the child to start", 10, interval_s=0.01)
     [grandchild] = descendants(parent.pid)
     assert psutil.Process(grandchild).ppid() == parent.pid
-    wait_for(lambda: os.getsid(grandchild) != os.getsid(parent.pid))  # once its setsid() ran
+    wait_until(lambda: os.getsid(grandchild) != os.getsid(parent.pid), "the grandchild's setsid()", 10, interval_s=0.01)
     assert descendants(parent.pid) == {grandchild}
 
 
@@ -98,11 +91,16 @@ def test_a_tree_that_keeps_forking_is_ended_and_nothing_else(started: list[subpr
     started.append(bystander)
     forker = subprocess.Popen([sys.executable, "-c", FORKER])
     started.append(forker)
-    wait_for(lambda: len(descendants(forker.pid)) >= 5)
+    wait_until(lambda: len(descendants(forker.pid)) >= 5, "five children of the forker", 10, interval_s=0.01)
     tree = descendants(forker.pid)
     assert kill_tree(forker.pid, include_root=True) >= len(tree) + 1
     assert forker.wait(10) == -9
-    wait_for(lambda: not any(running(pid) for pid in tree | descendants(forker.pid)))
+    wait_until(
+        lambda: not any(running(pid) for pid in tree | descendants(forker.pid)),
+        "the forker's whole tree to end",
+        10,
+        interval_s=0.01,
+    )
     assert running(bystander.pid)
 
 

@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import cloudpickle
 import psutil
 import pytest
 
 from uc_jupyter.distributed import RankDied, RankPool
+from uc_jupyter.testing.waits import wait_until
 
 from .conftest import wait_until_gone
 
@@ -27,9 +27,7 @@ def orphan_daemon() -> tuple[int, int, int]:
     """(the daemon's pid, its parent's pid, this rank's parent's pid) once its launcher has exited."""
     launched = subprocess.run([sys.executable, "-c", LAUNCHER, DAEMON], stdout=subprocess.PIPE, text=True, check=True)
     daemon = int(launched.stdout)
-    deadline = time.monotonic() + 10
-    while psutil.Process(daemon).ppid() == 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: psutil.Process(daemon).ppid() != 1, "the orphan to be adopted, not by init", 10, interval_s=0.01)
     return daemon, psutil.Process(daemon).ppid(), os.getppid()
 
 

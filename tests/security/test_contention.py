@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,6 +21,7 @@ from uc_jupyter.catalog import AlreadyExists, CatalogError, NotFound
 from uc_jupyter.catalog.entry_locks import EntryLocks
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.tables.delta import read_arrow
+from uc_jupyter.testing.waits import wait_until
 
 TABLES = ("main.ml.t0", "main.ml.t1")
 OPERATIONS_PER_PROCESS = 30
@@ -162,11 +162,12 @@ def test_storage_of_a_process_killed_during_a_create_is_swept(isolated_home: Pat
         env={**os.environ, "UC_JUPYTER_PRINCIPAL": "admin"},
     )
     try:
-        deadline = time.monotonic() + 120
-        while not (tables.exists() and any(tables.iterdir())):
+
+        def writing() -> bool:
             assert writer.poll() is None, "the writer ended before its table folder appeared"
-            assert time.monotonic() < deadline, "the writer never started writing"
-            time.sleep(0.01)
+            return tables.exists() and any(tables.iterdir())
+
+        wait_until(writing, "the writer to start writing its table folder", 120, interval_s=0.01)
     finally:
         writer.send_signal(signal.SIGKILL)
         writer.wait(timeout=30)

@@ -4,6 +4,7 @@ issue 13 and holds now."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -30,6 +31,7 @@ from uc_jupyter.distributed.board import publish, read_boards
 from uc_jupyter.distributed.pool import PoolStatus, shutdown_shared_pool
 from uc_jupyter.server.browse import pool_records
 from uc_jupyter.testing.boards import pool_record
+from uc_jupyter.testing.waits import wait_until
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # ranks cannot import test modules by name
 
@@ -116,9 +118,9 @@ def start_escapees(folder: str) -> list[int]:
 def start_escapees_then_die(folder: str) -> None:
     start_escapees(folder)
     if int(os.environ["RANK"]) == 1:
-        deadline = time.monotonic() + 60
-        while not Path(folder, "rank-0.pids").exists() and time.monotonic() < deadline:
-            time.sleep(0.01)  # rank 0 has started its own escapees too
+        # Rank 0 has started its own escapees too; die whatever the wait says: the test checks what is left.
+        with contextlib.suppress(AssertionError):
+            wait_until(Path(folder, "rank-0.pids").exists, "rank 0's escapees", 60, interval_s=0.01)
         os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(60)
 
@@ -157,19 +159,21 @@ def denied_to(principal: str, securable: str, privilege: str, call: Callable[[],
 
 
 def alive(pids: set[int], within: float = 10.0) -> set[int]:
-    """The pids still running (not zombies) after up to ``within`` seconds."""
-    deadline = time.monotonic() + within
-    while True:
-        running = set()
+    """The pids still running (not zombies) after up to ``within`` seconds: the caller says what that means."""
+
+    def running() -> set[int]:
+        found = set()
         for pid in pids:
             try:
                 if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    running.add(pid)
+                    found.add(pid)
             except psutil.NoSuchProcess:
                 continue
-        if not running or time.monotonic() > deadline:
-            return running
-        time.sleep(0.05)
+        return found
+
+    with contextlib.suppress(AssertionError):  # not a failure here: the caller asserts
+        wait_until(lambda: not running(), "the processes to end", within)
+    return running()
 
 
 def escapees(folder: Path) -> set[int]:

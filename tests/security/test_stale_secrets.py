@@ -16,7 +16,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import pytest
 from uc_jupyter.catalog import NotFound, PermissionDenied
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.catalog.secrets import SecretStore
+from uc_jupyter.testing.waits import wait_until
 
 OLD = {"key": "AKIA-OLD-OWNER", "secret": "old-owners-secret"}
 # A second process: opens the catalog, says so, waits for a line, then runs argv[2] (with ``cat``).
@@ -82,10 +82,10 @@ class SecondProcess:
         self.child.stdin.flush()
 
     def wait_for(self, condition: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + 60
-        while not condition() and self.child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert condition(), "the second process never got there"
+        wait_until(
+            lambda: condition() or self.child.poll() is not None, "the second process to get there", 60, interval_s=0.01
+        )
+        assert condition(), "the second process ended before it got there"
 
     def kill(self) -> None:
         """SIGKILL it where it waits: it was to die there, not finish."""

@@ -25,6 +25,7 @@ from uc_jupyter.catalog import as_principal
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.demo import init_demo
 from uc_jupyter.processes import free_port
+from uc_jupyter.testing.waits import wait_until
 
 TOKEN = "uc-jupyter-test-token"
 ADMIN, ALICE = "admin", "alice"
@@ -151,18 +152,23 @@ def start_server(principal: str, home: Path, workdir: Path) -> Server:
     with log.open("wb") as sink:
         process = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
     server = Server(f"http://127.0.0.1:{port}/", principal, home, process, log)
-    deadline = time.monotonic() + _START_TIMEOUT
-    while time.monotonic() < deadline:
+
+    def answers() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"jupyter server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
         try:
-            if server.request("GET", "api/status").status == 200:
-                return server
+            return server.request("GET", "api/status").status == 200
         except OSError:
-            pass
-        time.sleep(0.2)
-    stop_server(server)
-    raise RuntimeError(f"jupyter server did not answer within {_START_TIMEOUT} s:\n{log.read_text()[-3000:]}")
+            return False
+
+    try:
+        wait_until(
+            answers, lambda: f"jupyter server to answer:\n{log.read_text()[-3000:]}", _START_TIMEOUT, interval_s=0.2
+        )
+    except AssertionError:
+        stop_server(server)
+        raise
+    return server
 
 
 def stop_server(server: Server) -> None:

@@ -7,10 +7,8 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,8 +22,10 @@ from uc_jupyter.tables.spark_server import (
     server_status,
     stop_server,
 )
+from uc_jupyter.testing.waits import wait_until
 
 IDLE_S = 5.0
+SPARK_WAIT_S = 120.0  # a JVM starting or stopping on a busy 2-core machine: generous, never a measure
 CHILD = """
 import sys
 from uc_jupyter.tables import get_spark
@@ -41,17 +41,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("UC_JUPYTER_SPARK_IDLE_TIMEOUT", f"{IDLE_S:g}s")
     yield path
     stop_server()
-
-
-def _until(condition: Callable[[], Any], what: str, limit_s: float = 120.0) -> Any:
-    """Poll ``condition`` until it is truthy; fail naming ``what`` past a generous limit."""
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"{what} did not happen within {limit_s:.0f} s")
 
 
 def _status_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -79,7 +68,12 @@ def test_the_server_stays_while_a_client_is_connected_and_stops_itself_once_idle
         assert child.stdout is not None and child.stdout.readline().strip() == "4"
         server = running_server()
         assert server is not None and server.idle_timeout_s == IDLE_S and server.watchdog_pid is not None
-        in_use = _until(lambda: (s := server_status()) is not None and s.clients and s, "the client being seen")
+        in_use = wait_until(
+            lambda: (s := server_status()) is not None and s.clients and s,
+            "the client being seen",
+            SPARK_WAIT_S,
+            interval_s=0.1,
+        )
         assert in_use.idle_s == 0.0 and in_use.stops_in_s == IDLE_S
         # Past the idle timeout the watchdog still sees the client, and the server stays.
         first_look = json.loads((home / "spark" / "watchdog.json").read_text())["checked_at"]
@@ -88,7 +82,7 @@ def test_the_server_stays_while_a_client_is_connected_and_stops_itself_once_idle
             seen = json.loads((home / "spark" / "watchdog.json").read_text())
             return bool(seen["checked_at"] > first_look + IDLE_S + 1)
 
-        _until(looked_past_timeout, "a look past the idle timeout")
+        wait_until(looked_past_timeout, "a look past the idle timeout", SPARK_WAIT_S, interval_s=0.1)
         assert running_server() == server
         status = _status_cli()
         assert status.stdout.splitlines()[:3] == [
@@ -100,9 +94,9 @@ def test_the_server_stays_while_a_client_is_connected_and_stops_itself_once_idle
         child.communicate("\n", timeout=60)
     assert child.returncode == 0
 
-    _until(lambda: running_server() is None, "the idle stop")
-    _until(lambda: not alive(server.pid), "the JVM's exit")
-    _until(lambda: not alive(server.watchdog_pid or 0), "the watchdog's exit")
+    wait_until(lambda: running_server() is None, "the idle stop", SPARK_WAIT_S, interval_s=0.1)
+    wait_until(lambda: not alive(server.pid), "the JVM's exit", SPARK_WAIT_S, interval_s=0.1)
+    wait_until(lambda: not alive(server.watchdog_pid or 0), "the watchdog's exit", SPARK_WAIT_S, interval_s=0.1)
     log = (home / "spark" / "logs" / "watchdog.log").read_text()
     assert f"stop after {IDLE_S} s idle" in log
     assert "stopped the server after" in log and "s without clients" in log
@@ -122,7 +116,12 @@ def test_status_shows_an_idle_server_and_the_cli_sets_the_timeout(home: Path) ->
     assert document["running"] is True and document["idle_timeout_s"] == 7200.0
     assert document["clients"] in (0, None)  # None until the watchdog's first look
     assert document["watchdog_running"] is True
-    status = _until(lambda: (s := server_status()) is not None and s.clients == 0 and s.idle_s >= 1 and s, "idling")
+    status = wait_until(
+        lambda: (s := server_status()) is not None and s.clients == 0 and s.idle_s >= 1 and s,
+        "idling",
+        SPARK_WAIT_S,
+        interval_s=0.1,
+    )
     assert 0 < status.stops_in_s < 7200
     lines = _status_cli().stdout.splitlines()
     assert lines[1].startswith("clients\tnone connected, idle for ")
@@ -186,5 +185,5 @@ def test_a_start_that_fails_halfway_leaves_no_server_behind(home: Path) -> None:
 
     with pytest.raises(OSError, match="the output went away"):
         local_server(progress=Broken())
-    _until(lambda: not _jvms(home), "the half-started JVM's end")
+    wait_until(lambda: not _jvms(home), "the half-started JVM's end", SPARK_WAIT_S, interval_s=0.1)
     assert running_server() is None

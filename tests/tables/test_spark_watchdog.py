@@ -7,7 +7,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 
 from uc_jupyter.processes import alive, free_port
 from uc_jupyter.tables.spark_watchdog import IdleWatch, client_connections, listening, watch
+from uc_jupyter.testing.waits import wait_until
 
 
 def test_idle_time_counts_from_the_last_client_or_hand_out() -> None:
@@ -67,14 +67,16 @@ def fake_server(tmp_path: Path) -> Iterator[tuple[Path, int, subprocess.Popen[by
             f"import socket,time; s=socket.socket(); s.bind(('127.0.0.1',{port})); s.listen(); time.sleep(600)",
         ]
     )
-    for _ in range(500):
+
+    def answers() -> bool:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
         except OSError:
-            process.poll()
-            assert process.returncode is None
-            time.sleep(0.02)
+            assert process.poll() is None, f"the fake server exited with {process.returncode}"
+            return False
+        return True
+
+    wait_until(answers, f"the fake server to listen on port {port}", 10, interval_s=0.02)
     folder = tmp_path / "spark"
     (folder / "logs").mkdir(parents=True)
     record = {"port": port, "pid": process.pid, "log_dir": str(folder / "logs"), "idle_timeout_s": 60.0}

@@ -1,8 +1,9 @@
-"""The MLflow sink with its logging thread, its clock and the run's state in the test's hands."""
+"""The MLflow sink with its logging thread, its clocks and the run's state in the test's hands."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import warnings
 from collections.abc import Callable
@@ -13,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from uc_jupyter import notices
-from uc_jupyter.telemetry.mlflow_sink import MlflowSink, metric_names
+from uc_jupyter.telemetry.mlflow_sink import MlflowSink, metric_names, wait_all
 from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot
+from uc_jupyter.testing.clocks import ManualClock
 
 FETCH = metric_names(0)["fetch"]
 
@@ -42,7 +44,8 @@ class Recorder:
     """``log_batch``: keeps what it was given; ``gate`` (when set) holds each call until released."""
 
     def __init__(self, gate: threading.Event | None = None) -> None:
-        self.calls: list[dict[str, tuple[float, int]]] = []
+        self.calls: list[dict[str, tuple[float, int]]] = []  # per call: each key's last value and step
+        self.metrics: list[list[Any]] = []  # per call: every metric
         self.gate = gate
         self.entered = threading.Event()
 
@@ -52,9 +55,11 @@ class Recorder:
         if self.gate is not None:
             assert self.gate.wait(30)
         self.calls.append({m.key: (m.value, m.step) for m in metrics})
+        self.metrics.append(list(metrics))
 
     def steps(self) -> list[int]:
-        return [call[FETCH][1] for call in self.calls]
+        """The fetch metric's steps, in the order they were logged."""
+        return [m.step for call in self.metrics for m in call if m.key == FETCH]
 
 
 class HeldThreads:
@@ -71,44 +76,61 @@ class HeldThreads:
             target()
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+def sink(log: Recorder, *, start: Any = None, **kw: Any) -> MlflowSink:
+    return MlflowSink("run", 0, log, start=start or HeldThreads(), **kw)
 
 
-def sink(log: Recorder, *, start: Any = None, active: Callable[[], bool] = lambda: True, **kw: Any) -> MlflowSink:
-    return MlflowSink("run", 0, log, start=start or HeldThreads(), run_active=active, **kw)
+def background(target: Callable[[], None]) -> None:
+    threading.Thread(target=target, daemon=True).start()
 
 
-def test_the_end_of_a_pass_logs_what_waits_and_its_own_window_before_returning() -> None:
-    """Issue 19: the end-of-pass window went to the background thread, so a pass could end (and its
-    run close) before its point was logged; here the background thread never runs at all."""
+def test_the_end_of_a_pass_hands_its_window_over_and_wait_logs_all_in_order() -> None:
+    """The end of a pass only closes its window (issue 16: the synchronous log was 2.6% of a
+    loader-bound job); ``wait`` logs it after the periodic one before it, even if the background
+    thread never runs, with one ``log_batch`` for both."""
     log, threads = Recorder(), HeldThreads()
     out = sink(log, start=threads)
-    out.hand_over(after(3))  # a periodic window: the background thread's
-    assert log.calls == [] and len(threads.targets) == 1
+    out.hand_over(after(3))  # a periodic window
     out.end_pass(after(4))
-    assert log.steps() == [3, 4]
+    assert log.calls == [] and len(threads.targets) == 1  # one sender for both
+    out.wait()
+    assert log.steps() == [3, 4] and len(log.calls) == 1 and out.flushes == 2
     assert log.calls[0][FETCH][0] == pytest.approx(0.01)
     threads.run_all()  # the sender, once it runs, finds nothing left
     assert log.steps() == [3, 4] and out.flushes == 2
 
 
-def test_the_end_of_a_pass_waits_for_a_window_being_logged_and_keeps_the_order() -> None:
+def test_the_end_of_a_pass_never_waits_on_a_slow_mlflow() -> None:
+    """MLflow is inside ``log_batch`` and stays there until the test lets it go: the pass ends
+    anyway; its window follows the one being logged, in order, once MLflow takes it."""
     gate = threading.Event()
     log = Recorder(gate)
-    out = sink(log, start=lambda target: threading.Thread(target=target, daemon=True).start())
+    out = MlflowSink("run", 0, log)  # the process's own logging thread
     out.hand_over(after(3))
-    assert log.entered.wait(30)  # the background thread is inside log_batch with window 1
-    ending = threading.Thread(target=out.end_pass, args=(after(4),))
-    ending.start()
+    assert log.entered.wait(30)  # the logging thread is inside log_batch with window 1
+    out.end_pass(after(4))  # returns with MLflow still stuck
+    out.begin_pass()  # the next pass starts: the last one's window may still wait
+    assert log.calls == []
     gate.set()
-    ending.join(30)
-    assert not ending.is_alive()
-    assert log.steps() == [3, 4]  # when the pass's end returned, both were logged, in order
+    out.wait()
+    assert log.steps() == [3, 4]
+
+
+def test_a_pass_waits_only_when_mlflow_is_a_whole_pass_behind() -> None:
+    """Back to back epochs never wait on MLflow; a MLflow slower than a pass holds one pass's
+    windows, not a growing backlog."""
+    log, threads = Recorder(), HeldThreads()
+    out = sink(log, start=threads)
+    out.begin_pass()
+    out.end_pass(after(4))
+    out.begin_pass()  # the thread has not run: the previous pass's window may wait
+    assert log.calls == []
+    out.end_pass(after(8))
+    out.begin_pass()  # the window from before the previous pass began still waits: now it waits
+    assert log.steps() == [4, 8] and out.flushes == 2
+    out.end_pass(after(12))
+    out.begin_pass()
+    assert out.flushes == 2
 
 
 def test_a_window_without_a_new_batch_logs_nothing() -> None:
@@ -117,47 +139,98 @@ def test_a_window_without_a_new_batch_logs_nothing() -> None:
     out.end_pass(after(0))
     out.end_pass(after(4))
     out.end_pass(after(4))  # a second end with no batch since (close after the pass's end)
-    assert log.steps() == [4]
+    out.wait()
+    assert log.steps() == [4] and out.flushes == 1
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5), st.booleans()), max_size=20))
-def test_steps_only_grow_and_every_pass_end_with_a_batch_leaves_its_point(events: list[tuple[int, bool]]) -> None:
-    """Periodic windows and pass ends in any order: each logged window has a step above the last,
-    and every pass end that saw a new batch logs one at its step, before returning."""
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["periodic", "end", "begin", "thread"])), max_size=20))
+def test_steps_only_grow_and_every_pass_end_with_a_batch_leaves_its_point(events: list[tuple[int, str]]) -> None:
+    """Periodic windows, pass ends, pass starts and the thread's runs in any order: each logged
+    window has a step above the last, and every pass end that saw a new batch leaves a point at
+    its step."""
     log = Recorder()
     threads = HeldThreads()
     out = sink(log, start=threads)
-    batches = logged_through = 0
-    for more, ends_pass in events:
+    batches = 0
+    ends: set[int] = set()
+    for more, event in events:
         batches += more
-        if ends_pass:
+        if event == "end":
             out.end_pass(after(batches))
-            if batches > logged_through:
-                assert log.steps()[-1] == batches
-            logged_through = batches
-        else:
+            ends.add(batches)
+        elif event == "periodic":
             out.hand_over(after(batches))
-    threads.run_all()
+        elif event == "begin":
+            out.begin_pass()
+        else:
+            threads.run_all()
+            threads.targets.clear()
     out.wait()
     steps = log.steps()
     assert steps == sorted(set(steps))
+    assert ends - {0} <= set(steps)
 
 
-def test_nothing_is_logged_once_the_run_has_ended() -> None:
-    log, threads = Recorder(), HeldThreads()
-    running = [True]
-    out = sink(log, start=threads, active=lambda: running[0])
+def test_a_window_closed_before_its_run_ended_is_logged_after_the_end() -> None:
+    """A run named by ``MLFLOW_RUN_ID`` (a rank): the store says when it ended. The window closed
+    before that is logged although the thread gets to it afterwards; the one closed after is not,
+    and nothing more is."""
+    log, threads, wall = Recorder(), HeldThreads(), ManualClock(now=1000.0)
+    ended_at: list[float | None] = [None]
+    out = sink(log, start=threads, wall=wall, run_end=lambda: ended_at[0])
     out.end_pass(after(2))
-    out.hand_over(after(3))  # waits for the background thread
-    running[0] = False  # the run ends
+    ended_at[0] = 1000.5 * 1000  # the run ends half a second later, before the thread runs
+    wall.now = 1001.0
+    out.end_pass(after(3))  # closed after the end
     threads.run_all()
-    out.end_pass(after(5))
-    assert log.steps() == [2]
-    assert out.ended
+    assert log.steps() == [2] and out.ended
     out.hand_over(after(6))
     out.end_pass(after(7))
+    out.wait()
     assert log.steps() == [2]
+
+
+def test_this_processes_own_run_is_seen_ending_at_no_cost() -> None:
+    """The process's own active run: a window closed while the run is active here is logged,
+    whatever the thread finds later, without asking the store; one closed with no run active is not."""
+    log, threads = Recorder(), HeldThreads()
+    here: list[bool | None] = [True]
+    asked = []
+
+    def store() -> float | None:
+        asked.append(True)
+        return 5.0  # "ended long ago": only windows nobody could vouch for are dropped by it
+
+    out = sink(log, start=threads, running_here=lambda: here[0], run_end=store)
+    out.end_pass(after(2))
+    here[0] = False  # `with mlflow.start_run()` ended before the thread ran
+    out.end_pass(after(3))
+    assert out.ended
+    threads.run_all()
+    assert log.steps() == [2] and asked == []
+    out.hand_over(after(6))
+    out.wait()
+    assert log.steps() == [2]
+
+
+def test_a_nested_run_active_leaves_the_verdict_to_the_store() -> None:
+    """A nested run is active here: this process cannot tell whether its parent (the sink's run)
+    still runs, so the thread asks the store; while it runs, nothing is lost."""
+    log, threads = Recorder(), HeldThreads()
+    here: list[bool | None] = [None]
+    asked = []
+
+    def store() -> float | None:
+        asked.append(True)
+        return None
+
+    out = sink(log, start=threads, running_here=lambda: here[0], run_end=store)
+    out.hand_over(after(2))
+    here[0] = True
+    out.end_pass(after(4))
+    threads.run_all()
+    assert log.steps() == [2, 4] and asked == [True] and not out.ended
 
 
 def test_a_failing_mlflow_says_so_once_and_training_goes_on(capsys: pytest.CaptureFixture[str]) -> None:
@@ -172,8 +245,12 @@ def test_a_failing_mlflow_says_so_once_and_training_goes_on(capsys: pytest.Captu
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # one plain line on stderr, never a UserWarning
         out.end_pass(after(2))
+        out.wait()
         out.end_pass(after(4))
-        MlflowSink("run", 0, broken, start=HeldThreads()).end_pass(after(2))  # another sink: said already
+        out.wait()
+        other = MlflowSink("run", 0, broken, start=HeldThreads())  # another sink: said already
+        other.end_pass(after(2))
+        other.wait()
     assert capsys.readouterr().err.splitlines() == [
         "uc_jupyter: MLflow logging failed: tracking server down; training goes on without data-loading metrics"
     ]
@@ -184,14 +261,33 @@ def test_a_window_already_being_logged_too_long_is_given_up_with_a_notice(capsys
     notices.reset()
     gate = threading.Event()
     log = Recorder(gate)
-    out = sink(log, start=lambda target: threading.Thread(target=target, daemon=True).start())
+    out = sink(log, start=background)
     out.hand_over(after(3))
     assert log.entered.wait(30)
+    out.end_pass(after(4))
     out.wait(timeout=0)
     assert "uc_jupyter: MLflow did not take a window within 0 s; training goes on" in capsys.readouterr().err
     gate.set()
     out.end_pass(after(6))
+    out.wait()
     assert log.steps() == [3]  # given up: nothing more
+
+
+def test_wait_all_waits_for_every_sink_of_this_process_only() -> None:
+    """What runs at exit and before a rank's reply; a forked child never logs its parent's windows
+    (they are the parent's to log: twice would be a duplicate point)."""
+    logs = [Recorder(), Recorder()]
+    outs = [sink(log) for log in logs]
+    for out in outs:
+        out.end_pass(after(4))
+    child = os.fork()
+    if child == 0:
+        wait_all()
+        os._exit(len(logs[0].calls) + len(logs[1].calls))
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    wait_all()
+    assert [log.steps() for log in logs] == [[4], [4]]
 
 
 def test_a_baseline_starts_the_first_window_there() -> None:
@@ -205,11 +301,12 @@ def test_a_baseline_starts_the_first_window_there() -> None:
         {loop.producer: dataclasses.replace(loop, fetch=Histogram.of([0.5] * 10 + [0.1] * 4))}, later.time
     )
     out.end_pass(faster)
+    out.wait()
     assert log.calls[0][FETCH] == (pytest.approx(0.1), 14)
 
 
 def test_periodic_windows_are_due_every_interval_of_the_injected_clock() -> None:
-    clock = Clock()
+    clock = ManualClock()
     out = sink(Recorder(), interval=10.0, clock=clock)
     assert not out.due()
     clock.now = 9.99
@@ -227,5 +324,6 @@ def test_the_hit_rate_is_the_windows_own() -> None:
     out = sink(log)
     out.end_pass(after(2, hits=0, misses=8))
     out.end_pass(after(4, hits=8, misses=8))
+    out.wait()
     rate = metric_names(0)["cache_hit_rate"]
-    assert [call[rate][0] for call in log.calls] == [0.0, 1.0]
+    assert [m.value for call in log.metrics for m in call if m.key == rate] == [0.0, 1.0]

@@ -14,18 +14,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from uc_jupyter.telemetry.reporter import Reporter
+from uc_jupyter.testing.clocks import ManualClock
 
 
-class FakeClock:
-    """A clock that moves only when told to."""
+class CountingClock(ManualClock):
+    """A manual clock that counts how often it is read."""
 
-    def __init__(self, now: float = 0.0) -> None:
-        self.now = now
+    def __init__(self) -> None:
+        super().__init__()
         self.reads = 0
 
     def __call__(self) -> float:
         self.reads += 1
-        return self.now
+        return super().__call__()
 
 
 class Builder:
@@ -41,12 +42,11 @@ class Builder:
 
 def publication_times(rate: float, gaps: list[float]) -> tuple[list[float], list[bool], Builder, list[Any]]:
     """Call ``maybe_publish`` at the cumulative ``gaps`` and return the call times and results."""
-    clock, build, sink = FakeClock(), Builder(), []
+    clock, build, sink = ManualClock(), Builder(), []
     reporter = Reporter(sink.append, rate=rate, clock=clock)
     times, results = [], []
     for gap in gaps:
-        clock.now += gap
-        times.append(clock.now)
+        times.append(clock.advance(gap))
         results.append(reporter.maybe_publish(build))
     assert reporter.sent == len(sink) == sum(results)
     assert reporter.dropped == 0
@@ -103,7 +103,7 @@ def test_every_call_a_second_apart_publishes() -> None:
 
 
 def test_calls_within_an_interval_are_skipped_without_building() -> None:
-    clock, build, sink = FakeClock(100.0), Builder(), []
+    clock, build, sink = ManualClock(now=100.0), Builder(), []
     reporter = Reporter(sink.append, rate=10.0, clock=clock)
     assert reporter.maybe_publish(build) is True
     for now in (100.0, 100.01, 100.05, 100.099):
@@ -116,7 +116,7 @@ def test_calls_within_an_interval_are_skipped_without_building() -> None:
 
 
 def test_the_clock_is_read_once_per_call() -> None:
-    clock = FakeClock()
+    clock = CountingClock()
     reporter = Reporter([].append, rate=1.0, clock=clock)
     for _ in range(5):
         reporter.maybe_publish(Builder())
@@ -129,14 +129,14 @@ def test_an_iterator_clock_works() -> None:
 
 
 def test_publish_always_sends() -> None:
-    clock, sink = FakeClock(), []
+    clock, sink = ManualClock(), []
     reporter = Reporter(sink.append, rate=1.0, clock=clock)
     assert all(reporter.publish(i) for i in range(5))  # same instant, five times
     assert sink == [0, 1, 2, 3, 4] and reporter.sent == 5
 
 
 def test_publish_restarts_the_interval() -> None:
-    clock, build, sink = FakeClock(), Builder(), []
+    clock, build, sink = ManualClock(), Builder(), []
     reporter = Reporter(sink.append, rate=2.0, clock=clock)
     assert reporter.publish("final") is True
     clock.now = 0.25
@@ -153,7 +153,7 @@ def test_rate_must_be_positive(rate: float) -> None:
 
 
 def test_a_full_queue_drops_without_blocking() -> None:
-    clock, build = FakeClock(), Builder()
+    clock, build = ManualClock(), Builder()
     q: queue.Queue[Any] = queue.Queue(maxsize=1)
     q.put("earlier")
     reporter = Reporter(q.put_nowait, rate=10.0, clock=clock)
@@ -173,7 +173,7 @@ def test_a_full_queue_drops_without_blocking() -> None:
 
 def test_publish_to_a_full_queue_counts_a_drop() -> None:
     q: queue.Queue[Any] = queue.Queue(maxsize=1)
-    reporter = Reporter(q.put_nowait, clock=FakeClock())
+    reporter = Reporter(q.put_nowait, clock=ManualClock())
     assert reporter.publish("a") is True
     assert reporter.publish("b") is False
     assert reporter.publish("c") is False
@@ -184,7 +184,7 @@ def test_publish_to_a_full_queue_counts_a_drop() -> None:
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.sampled_from(["call", "drain", "tick"]), max_size=60))
 def test_sent_and_dropped_account_for_every_attempt(steps: list[str]) -> None:
-    clock, build = FakeClock(), Builder()
+    clock, build = ManualClock(), Builder()
     q: queue.Queue[Any] = queue.Queue(maxsize=1)
     reporter = Reporter(q.put_nowait, rate=4.0, clock=clock)
     received = 0
@@ -195,7 +195,7 @@ def test_sent_and_dropped_account_for_every_attempt(steps: list[str]) -> None:
             q.get_nowait()
             received += 1
         elif step == "tick":
-            clock.now += 0.25
+            clock.advance(0.25)
     assert reporter.sent + reporter.dropped == build.calls
     assert reporter.sent == received + q.qsize()
 
@@ -205,7 +205,7 @@ def test_a_full_multiprocessing_queue_drops_without_blocking() -> None:
     try:
         q.put_nowait("earlier")
         build = Builder()
-        reporter = Reporter(q.put_nowait, rate=10.0, clock=FakeClock())
+        reporter = Reporter(q.put_nowait, rate=10.0, clock=ManualClock())
         started = time.perf_counter()
         assert reporter.maybe_publish(build) is False
         assert reporter.publish("final") is False
@@ -220,7 +220,7 @@ def test_errors_other_than_full_are_not_swallowed() -> None:
     def broken(_: object) -> None:
         raise RuntimeError("boom")
 
-    reporter = Reporter(broken, clock=FakeClock())
+    reporter = Reporter(broken, clock=ManualClock())
     with pytest.raises(RuntimeError, match="boom"):
         reporter.maybe_publish(Builder())
     assert (reporter.sent, reporter.dropped) == (0, 0)
@@ -228,7 +228,7 @@ def test_errors_other_than_full_are_not_swallowed() -> None:
 
 def test_nothing_to_report_sends_nothing() -> None:
     sink: list[Any] = []
-    reporter = Reporter(sink.append, clock=FakeClock())
+    reporter = Reporter(sink.append, clock=ManualClock())
     assert reporter.maybe_publish(lambda: None) is False
     assert reporter.publish(None) is False
     assert sink == [] and (reporter.sent, reporter.dropped) == (0, 0)

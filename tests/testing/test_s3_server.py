@@ -7,13 +7,14 @@ import json
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from uc_jupyter.testing.s3_server import S3TestServer
+from uc_jupyter.testing.waits import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +75,7 @@ def test_in_flight_is_counted_and_requests_beyond_the_limit_are_refused(fresh: S
     threads = [threading.Thread(target=lambda: results.append(_get(fresh, "f0.png")[0])) for _ in range(3)]
     for thread in threads:
         thread.start()
-    _wait_for(lambda: fresh.stats()["in_flight"]["now"] == 3)
+    wait_until(lambda: fresh.stats()["in_flight"]["now"] == 3, "three requests in flight at the server", 30)
     status, body = _get(fresh, "f1.png")  # a fourth: refused at once
     for thread in threads:
         thread.join()
@@ -101,15 +102,6 @@ def test_an_unknown_or_negative_setting_is_refused_and_nothing_applied(server: S
         urllib.request.urlopen(request, timeout=30)
     assert "invalid settings ['latency']: give numbers >= 0" in json.loads(refused.value.read())["error"]
     assert server.stats()["latency"] == 0.001  # nothing applied
-
-
-def _wait_for(condition: Callable[[], bool]) -> None:
-    """Poll ``condition`` (a state of the server, never a duration) until it holds."""
-    for _ in range(600):
-        if condition():
-            return
-        threading.Event().wait(0.05)
-    raise AssertionError("the server never reached the state waited for")
 
 
 def test_a_server_that_requires_a_key_refuses_requests_without_it(tmp_path: Path) -> None:

@@ -10,17 +10,8 @@ import statistics
 import pytest
 
 from uc_jupyter.testing import s3_shaping
+from uc_jupyter.testing.clocks import ManualClock
 from uc_jupyter.testing.s3_shaping import InFlight, Latency, Link
-
-
-class Clock:
-    """Time that moves only when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_latency_draws_are_lognormal_around_the_median_and_reproducible() -> None:
@@ -45,7 +36,7 @@ def test_a_latency_without_sigma_is_constant_and_bad_values_are_refused() -> Non
 
 
 def test_each_connection_passes_at_most_its_own_bandwidth() -> None:
-    clock = Clock()
+    clock = ManualClock()
     link = Link(connection_bandwidth=25e6, clock=clock)
     assert link.delay(25_000_000, "a") == 1.0
     assert link.delay(25_000_000, "b") == 1.0  # another connection is not held up by the first
@@ -58,7 +49,7 @@ def test_each_connection_passes_at_most_its_own_bandwidth() -> None:
 
 
 def test_the_shared_link_caps_all_connections_together() -> None:
-    clock = Clock()
+    clock = ManualClock()
     link = Link(bandwidth=50e6, connection_bandwidth=25e6, clock=clock)
     waits = [link.delay(25_000_000, name) for name in "abcd"]
     assert waits == [1.0, 1.0, 1.5, 2.0]  # two connections fill the link; the third and fourth queue
@@ -68,17 +59,17 @@ def test_the_shared_link_caps_all_connections_together() -> None:
 
 
 def test_a_busy_connection_keeps_its_backlog_among_many_short_ones() -> None:
-    clock = Clock()
+    clock = ManualClock()
     link = Link(connection_bandwidth=1e6, clock=clock)
     link.delay(10_000_000, "busy")  # busy until 10 s
     for port in range(2000):  # many short connections, each done at once
         link.delay(1, port)
-        clock.now += 0.001
+        clock.advance(0.001)
     assert link.delay(1_000_000, "busy") == pytest.approx(10.0 - clock.now + 1.0)
 
 
 def test_in_flight_mean_is_weighted_by_time_and_reset_starts_a_new_window() -> None:
-    clock = Clock()
+    clock = ManualClock()
     meter = InFlight(clock=clock)
     meter.enter()
     meter.enter()
@@ -96,7 +87,7 @@ def test_in_flight_mean_is_weighted_by_time_and_reset_starts_a_new_window() -> N
 
 
 def test_an_empty_window_reads_zero() -> None:
-    snap = InFlight(clock=Clock()).snapshot()
+    snap = InFlight(clock=ManualClock()).snapshot()
     assert (snap["mean"], snap["busy_mean"], snap["peak"]) == (0.0, 0.0, 0)
 
 

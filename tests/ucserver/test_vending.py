@@ -37,6 +37,7 @@ from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.catalog.locations import canonical_location
 from uc_jupyter.testing.moto_iam import MotoIam, moto_iam
 from uc_jupyter.testing.served import serving
+from uc_jupyter.testing.waits import wait_until
 from uc_jupyter.ucserver.vendor import LIFETIME_ENV, Vendor, escape_iam, s3_policy
 
 SHARED, ISOLATED_A, ISOLATED_B = "lake", "lake-a", "lake-b"
@@ -203,9 +204,7 @@ def test_credentials_stop_working_once_the_reaper_runs_at_expiry(moto: MotoIam, 
     (role, _), iam = vendor.pending()[0], moto.admin_client("iam")
     assert iam.get_role(RoleName=role)["Role"]["RoleName"] == role
     Vendor(tmp_path, lifetime_s=30, clock=lambda: now[0] + 60)
-    deadline = time.monotonic() + 60
-    while vendor.pending() and time.monotonic() < deadline:
-        time.sleep(0.05)  # waiting for the state, not timing it
+    wait_until(lambda: not vendor.pending(), "the next server's reaper to end the leftover vend", 60)
     assert vendor.pending() == [] and iam.list_role_policies(RoleName=role)["PolicyNames"] == []
     # An ended vend's role is deleted once its STS session (>= 900 s) would have lapsed anyway.
     now[0] += 60 + 899
@@ -381,9 +380,13 @@ def test_a_served_vend_expires_by_the_servers_lifetime(moto: MotoIam, tmp_path: 
         vended = ok(served.admin().call("POST", "temporary-volume-credentials", json_body=body))
         assert before + 2000 <= vended["expiration_time"] <= time.time() * 1000 + 2000
         s3 = _s3(moto, vended)
-        deadline = time.monotonic() + 60
-        while _outcome(lambda: s3.get_object(Bucket=ISOLATED_B, Key="data/x")) == "ok" and time.monotonic() < deadline:
-            time.sleep(0.2)  # the server's reaper deletes the role at expiry; wait for that state
+        # The server's reaper deletes the role at expiry: wait for that state.
+        wait_until(
+            lambda: _outcome(lambda: s3.get_object(Bucket=ISOLATED_B, Key="data/x")) != "ok",
+            "the server's reaper to end the vend at its expiry",
+            60,
+            interval_s=0.2,
+        )
         assert _outcome(lambda: s3.get_object(Bucket=ISOLATED_B, Key="data/x")) == "AccessDenied"
         assert Vendor(tmp_path / "home", reaper=False).pending() == []
     finally:

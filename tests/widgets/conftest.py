@@ -69,26 +69,6 @@ def comms(monkeypatch: pytest.MonkeyPatch) -> CommLog:
     return log
 
 
-class FakeClock:
-    """Seconds that move only when a test says so; safe to read from the monitor's thread."""
-
-    def __init__(self, now: float = 0.0) -> None:
-        self._now = now
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        with self._lock:
-            return self._now
-
-    def set(self, now: float) -> None:
-        with self._lock:
-            self._now = now
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self._now += seconds
-
-
 # ------------------------------------------------------------------ recorded snapshots
 
 

@@ -13,11 +13,12 @@ import pytest
 from PIL import Image
 
 from uc_jupyter.telemetry.collector import Collector
+from uc_jupyter.testing.clocks import ManualClock
 from uc_jupyter.widgets import LoaderDashboard
 from uc_jupyter.widgets.charts import COLORS
 from uc_jupyter.widgets.view import format_seconds
 
-from .conftest import CommLog, FakeClock, loop, recorded_run, snapshot, worker
+from .conftest import CommLog, loop, recorded_run, snapshot, worker
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -36,7 +37,7 @@ def test_first_update_shows_cache_throughput_latency_and_charts(comms: CommLog) 
         worker(0, 0, 2.0, 40, **cache),
         worker(0, 1, 2.0, 40, **cache),
     )
-    dashboard = LoaderDashboard(title="epoch 0", clock=FakeClock())
+    dashboard = LoaderDashboard(title="epoch 0", clock=ManualClock())
     assert dashboard.update(snap) is True
 
     assert (dashboard.cache_bar.value, dashboard.cache_bar.max) == (25e6, 100e6)
@@ -61,7 +62,7 @@ def test_uneven_and_empty_shards_are_flagged(comms: CommLog) -> None:
     def shards(t: float, last: int) -> list:  # type: ignore[type-arg]
         return [worker(0, 0, t, 50), worker(0, 1, t, 50), worker(1, 0, t, 50), worker(1, 1, t, last)]
 
-    clock = FakeClock()
+    clock = ManualClock()
     dashboard = LoaderDashboard(clock=clock)
     dashboard.update(snapshot(0.0, *shards(0.0, 50)))
     even_png = bytes(dashboard.shard_image.value)
@@ -69,7 +70,7 @@ def test_uneven_and_empty_shards_are_flagged(comms: CommLog) -> None:
     assert dashboard.shard_label.value == "shards: 2 ranks x 2 workers, 100 items each"
     assert colored_pixels(even_png, COLORS["uneven"]) == 0
 
-    clock.set(1.0)
+    clock.now = 1.0
     dashboard.update(snapshot(1.0, *shards(1.0, 49)))
     assert dashboard.flagged_ranks == (1,)
     assert "uneven: rank 1 has 99 of 100" in dashboard.shard_label.value
@@ -77,13 +78,13 @@ def test_uneven_and_empty_shards_are_flagged(comms: CommLog) -> None:
     assert bytes(dashboard.shard_image.value) != even_png
     assert colored_pixels(bytes(dashboard.shard_image.value), COLORS["uneven"]) > 100
 
-    clock.set(2.0)
+    clock.now = 2.0
     dashboard.update(snapshot(2.0, *shards(2.0, 0)))
     assert dashboard.flagged_ranks == (1,)
     assert dashboard.shard_label.value.endswith("uneven: rank 1 has 50 of 100; rank 1 worker 1</span>")
     assert colored_pixels(bytes(dashboard.shard_image.value), COLORS["uneven"]) > 100
 
-    clock.set(3.0)
+    clock.now = 3.0
     dashboard.update(snapshot(3.0, worker(0, 0, 3.0, 50), worker(1, 0, 3.0, 0)))
     assert dashboard.flagged_ranks == (1,)
     assert "empty: rank 1" in dashboard.shard_label.value
@@ -93,11 +94,11 @@ def test_uneven_and_empty_shards_are_flagged(comms: CommLog) -> None:
 
 def test_latency_labels_hint_and_time_series_follow_a_recorded_run(comms: CommLog) -> None:
     run = recorded_run(seconds=3.0, per_second=20)
-    clock = FakeClock()
+    clock = ManualClock()
     dashboard = LoaderDashboard(clock=clock)
     hints = []
     for snap in run:
-        clock.set(snap.time)
+        clock.now = snap.time
         if dashboard.update(snap):
             hints.append(dashboard.verdict_label.value)
     assert dashboard.flush() is True  # the last snapshot came 0.2 s after the last redraw: kept, now drawn
@@ -121,13 +122,13 @@ def test_latency_labels_hint_and_time_series_follow_a_recorded_run(comms: CommLo
 
 def test_at_most_four_redraws_per_second_and_one_chart_render_per_second(comms: CommLog) -> None:
     run = recorded_run(seconds=3.0, per_second=20)  # every snapshot differs from the one before
-    clock = FakeClock()
+    clock = ManualClock()
     dashboard = LoaderDashboard(clock=clock)
     widgets = len({m.comm_id for m in comms.messages if m.msg_type == "comm_open"})
     redraws: list[float] = []
     renders: dict[str, list[float]] = {dashboard.shard_image.model_id: [], dashboard.latency_image.model_id: []}
     for snap in run:
-        clock.set(snap.time)
+        clock.now = snap.time
         before = len(comms)
         dashboard.update(snap)
         sent = comms.updates(before)
@@ -150,7 +151,7 @@ def test_at_most_four_redraws_per_second_and_one_chart_render_per_second(comms: 
 
 
 def test_an_unchanged_snapshot_sends_nothing(comms: CommLog) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     collector = Collector(clock=clock)
     for sample in (loop(0, 1.0, [0.01, 0.02], [0.03]), worker(0, 0, 1.0, 64, used=10, budget=100)):
         collector.offer(sample)
@@ -159,7 +160,7 @@ def test_an_unchanged_snapshot_sends_nothing(comms: CommLog) -> None:
     drawn = dashboard.redraws
 
     for step in range(1, 6):
-        clock.set(step * 2.0)  # well past the throttle and the chart interval
+        clock.now = step * 2.0  # well past the throttle and the chart interval
         again = collector.snapshot()  # a new Snapshot object, a new time, the same content
         before = len(comms)
         assert dashboard.update(again) is False
@@ -169,10 +170,10 @@ def test_an_unchanged_snapshot_sends_nothing(comms: CommLog) -> None:
 
 
 def test_a_throttled_snapshot_is_kept_until_flush(comms: CommLog) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     dashboard = LoaderDashboard(clock=clock)
     dashboard.update(snapshot(0.0, loop(0, 0.0, [0.01], [])))
-    clock.set(0.1)
+    clock.now = 0.1
     before = len(comms)
     assert dashboard.update(snapshot(0.1, loop(0, 0.1, [0.01] * 5, [0.01] * 4))) is False
     assert len(comms) == before
@@ -215,7 +216,7 @@ def test_bad_arguments() -> None:
 def test_skipped_files_verdict_and_advice_are_shown(comms: CommLog) -> None:
     skipping = [replace(worker(0, w, 2.0, 40), skipped=n) for w, n in ((0, 1), (1, 2))]
     snap = snapshot(2.0, loop(0, 2.0, [0.05] * 10, [0.01] * 9), *skipping)
-    dashboard = LoaderDashboard(clock=FakeClock(), cpus=2)
+    dashboard = LoaderDashboard(clock=ManualClock(), cpus=2)
     dashboard.update(snap)
     assert dashboard.skipped_label.value == "3 files skipped (not images, or outside include/exclude)"
     assert dashboard.verdict_label.value.startswith(f'<span style="color:{COLORS["uneven"]}"><b>input-bound: ')

@@ -5,8 +5,7 @@ from __future__ import annotations
 import io
 import os
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,12 @@ from PIL import Image
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.data import DataLoader, FileCache, UCVolumeDataset
 from uc_jupyter.telemetry.model import Snapshot
+from uc_jupyter.testing.clocks import ManualClock
+from uc_jupyter.testing.waits import wait_until
 from uc_jupyter.widgets import LoaderDashboard, LoaderMonitor, monitor
 from uc_jupyter.widgets.charts import COLORS
 
-from .conftest import CommLog, FakeClock
+from .conftest import CommLog
 
 
 def make_volume(catalog: LocalCatalog, name: str, files: int) -> str:
@@ -35,12 +36,12 @@ def make_volume(catalog: LocalCatalog, name: str, files: int) -> str:
 
 def settled(loader: DataLoader, items: int, within: float = 30.0) -> Snapshot:
     """Stats once every worker's last sample crossed its queue (a moment after the last batch)."""
-    deadline = time.monotonic() + within
-    while True:
+
+    def every_sample_in() -> Snapshot | None:
         stats = loader.stats()
-        if (sum(stats.shard_sizes().values()) == items and stats.batches) or time.monotonic() > deadline:
-            return stats
-        threading.Event().wait(0.02)
+        return stats if sum(stats.shard_sizes().values()) == items and stats.batches else None
+
+    return wait_until(every_sample_in, f"every worker's last sample ({items} items)", within, interval_s=0.02)
 
 
 def normal_pixels(png: Any) -> int:
@@ -57,7 +58,7 @@ def test_a_dataloader_with_workers_feeds_the_dashboard(catalog: LocalCatalog, co
         min_free_bytes=0,
     )
     loader = DataLoader(dataset, batch_size=4, num_workers=2, mlflow=False)
-    clock, shown = FakeClock(), []
+    clock, shown = ManualClock(), []
     latest = [loader.stats()]  # stats() belongs to the loop's thread: the monitor reads what it took
     with monitor(lambda: latest[-1], interval=0.001, clock=clock, display=shown.append) as watch:
         for _ in loader:
@@ -103,7 +104,7 @@ def test_cache_evictions_reach_the_dashboard(catalog: LocalCatalog, comms: CommL
     assert sum(len(batch) for batch in loader) == 12
     snapshot = loader.stats()
     assert snapshot.cache_evictions == 5
-    dashboard = LoaderDashboard(clock=FakeClock())
+    dashboard = LoaderDashboard(clock=ManualClock())
     dashboard.update(snapshot)
     assert dashboard.cache_label.value.endswith(", hit rate 0%, 5 evictions")
     assert dashboard.shard_label.value == "shards: 1 rank x 1 worker, 12 items"
@@ -130,7 +131,7 @@ def test_a_pass_that_fails_in_a_worker_is_marked_and_the_next_pass_runs(
     flag = tmp_path / "fail"
     flag.touch()
     loader = DataLoader(FailsWhileFlagged(flag), batch_size=2, num_workers=2, monitor=True, mlflow=False)
-    clock, shown = FakeClock(), []
+    clock, shown = ManualClock(), []
     watch = LoaderMonitor(
         loader.live_stats, title="DataLoader", interval=0.001, show_after=0.0, clock=clock, display=shown.append
     )
@@ -144,7 +145,12 @@ def test_a_pass_that_fails_in_a_worker_is_marked_and_the_next_pass_runs(
         train()
     failed = "epoch 0: failed: ValueError: Caught ValueError in DataLoader worker process 0."
     # The pass may have ended while its poll thread was still making the dashboard: it shows the end then.
-    eventually(lambda: watch.dashboard is not None and failed in watch.dashboard.status_label.value)
+    wait_until(
+        lambda: watch.dashboard is not None and failed in watch.dashboard.status_label.value,
+        "the dashboard to show the failed pass",
+        30,
+        interval_s=0.01,
+    )
     dashboard = watch.dashboard
     assert dashboard is not None
     assert COLORS["failed"] in dashboard.status_label.value
@@ -158,7 +164,12 @@ def test_a_pass_that_fails_in_a_worker_is_marked_and_the_next_pass_runs(
     assert 'title="failed: ValueError: Caught ValueError' in dashboard.epochs_table.value
     assert shown == [dashboard.widget]  # the same one dashboard for both passes
     assert watch.error is None and "telemetry failed" not in capsys.readouterr().err
-    wait_for_no_monitor_threads()
+    wait_until(
+        lambda: not [t for t in threading.enumerate() if t.name == "uc_jupyter-monitor"],
+        "the monitor threads to end with their pass",
+        30,
+        interval_s=0.01,
+    )
 
 
 def test_a_loop_body_that_raises_in_ipython_marks_the_pass_failed(comms: CommLog) -> None:
@@ -167,7 +178,7 @@ def test_a_loop_body_that_raises_in_ipython_marks_the_pass_failed(comms: CommLog
         loader = DataLoader(list(range(40)), batch_size=4, num_workers=0, monitor=True, mlflow=False)
         shown: list[Any] = []
         watch = LoaderMonitor(
-            loader.live_stats, interval=600.0, show_after=0.0, clock=FakeClock(), display=shown.append
+            loader.live_stats, interval=600.0, show_after=0.0, clock=ManualClock(), display=shown.append
         )
         loader.dashboard_monitor = watch
         shell.user_ns["loader"] = loader
@@ -182,17 +193,3 @@ def test_a_loop_body_that_raises_in_ipython_marks_the_pass_failed(comms: CommLog
         assert watch.passes[-1].status == "stopped after 6 batches"
     finally:
         InteractiveShell.clear_instance()
-
-
-def eventually(condition: Callable[[], bool], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        assert time.monotonic() < deadline, "not within 30 s"
-        threading.Event().wait(0.01)
-
-
-def wait_for_no_monitor_threads(within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while [t for t in threading.enumerate() if t.name == "uc_jupyter-monitor"]:
-        assert time.monotonic() < deadline, "a monitor thread outlived its pass"
-        threading.Event().wait(0.01)

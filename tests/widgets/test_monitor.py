@@ -9,18 +9,19 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from uc_jupyter.telemetry.model import Snapshot
+from uc_jupyter.testing.clocks import ManualClock
 from uc_jupyter.testing.kernels import kernel_env, running_kernel
+from uc_jupyter.testing.waits import wait_until
 from uc_jupyter.widgets import LoaderMonitor, monitor, widgets_can_render
 from uc_jupyter.widgets.charts import COLORS
 
-from .conftest import CommLog, FakeClock, recorded_run
+from .conftest import CommLog, recorded_run
 
 WAIT = 30.0  # seconds a test waits for the poll thread at most; it normally takes milliseconds
 
@@ -59,18 +60,9 @@ def monitor_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "uc_jupyter-monitor"]
 
 
-def wait_for(condition: Callable[[], bool]) -> None:
-    event = threading.Event()
-    for _ in range(int(WAIT / 0.005)):
-        if condition():
-            return
-        event.wait(0.005)
-    raise AssertionError("the poll thread did not get there")
-
-
 def test_quick_work_shows_nothing_and_polls_nothing(comms: CommLog) -> None:
     source, display = Source(recorded_run(1.0)), Display()
-    with monitor(source, interval=0.001, show_after=1.0, clock=FakeClock(), display=display) as m:
+    with monitor(source, interval=0.001, show_after=1.0, clock=ManualClock(), display=display) as m:
         threading.Event().wait(0.05)  # many poll intervals of real time, no time on the clock
     assert (display.shown, source.calls, m.shown, len(comms)) == ([], 0, False, 0)
     assert monitor_threads() == []
@@ -78,21 +70,26 @@ def test_quick_work_shows_nothing_and_polls_nothing(comms: CommLog) -> None:
 
 def test_slow_work_shows_the_dashboard_updates_it_and_ends_with_a_final_update(comms: CommLog) -> None:
     run = recorded_run(3.0)
-    source, display, clock = Source(run), Display(), FakeClock()
+    source, display, clock = Source(run), Display(), ManualClock()
     with monitor(source, title="epoch 0", interval=0.001, show_after=1.0, clock=clock, display=display) as m:
-        clock.set(0.9)
+        clock.now = 0.9
         threading.Event().wait(0.02)
         assert not display.event.is_set()  # not yet a second of work
-        clock.set(1.0)
+        clock.now = 1.0
         assert display.event.wait(WAIT)
         dashboard = m.dashboard
         assert dashboard is not None and display.shown == [dashboard.widget]
         assert dashboard.throughput_label.value.startswith("2 batches")  # filled before it appeared
         source.step(20)
-        clock.set(1.5)
-        wait_for(lambda: dashboard.throughput_label.value.startswith("42 batches"))
+        clock.now = 1.5
+        wait_until(
+            lambda: dashboard.throughput_label.value.startswith("42 batches"),
+            "the poll thread to show 42 batches",
+            WAIT,
+            interval_s=0.005,
+        )
         source.step(len(run) - 1)  # the last snapshot arrives right before the work ends: throttled
-        clock.set(1.6)
+        clock.now = 1.6
     assert dashboard.throughput_label.value.startswith(f"{run[-1].batches} batches")
     assert "<b>epoch 0</b>" in dashboard.title.value
     assert len(display.shown) == 1
@@ -101,12 +98,12 @@ def test_slow_work_shows_the_dashboard_updates_it_and_ends_with_a_final_update(c
 
 def test_the_thread_stops_and_the_error_propagates_when_the_body_raises(comms: CommLog) -> None:
     run = recorded_run(1.0)
-    source, display, clock = Source(run), Display(), FakeClock()
+    source, display, clock = Source(run), Display(), ManualClock()
     watch = monitor(source, interval=0.001, clock=clock, display=display)
 
     def failing_work() -> None:
         with watch:
-            clock.set(2.0)
+            clock.now = 2.0
             assert display.event.wait(WAIT)
             source.step(len(run) - 1)
             raise KeyError("boom")
@@ -123,9 +120,9 @@ def test_the_thread_stops_and_the_error_propagates_when_the_body_raises(comms: C
 
 def test_work_that_ends_between_polls_after_show_after_still_shows_its_end_state(comms: CommLog) -> None:
     run = recorded_run(1.0)
-    source, display, clock = Source(run), Display(), FakeClock()
+    source, display, clock = Source(run), Display(), ManualClock()
     with monitor(source, interval=600.0, show_after=1.0, clock=clock, display=display) as m:
-        clock.set(1.2)  # the thread sleeps for minutes: only the exit can show it
+        clock.now = 1.2  # the thread sleeps for minutes: only the exit can show it
     assert m.dashboard is not None and display.shown == [m.dashboard.widget]
     assert source.calls == 1  # the end state, drawn once, before it appeared
 
@@ -133,7 +130,7 @@ def test_work_that_ends_between_polls_after_show_after_still_shows_its_end_state
 def test_without_a_kernel_a_summary_is_printed_at_the_end(capsys: pytest.CaptureFixture[str]) -> None:
     assert not widgets_can_render()
     run = recorded_run(1.0)
-    source, clock = Source(run), FakeClock()
+    source, clock = Source(run), ManualClock()
     with monitor(source, title="epoch 3", clock=clock, show_after=1.0):
         pass
     assert capsys.readouterr().out == ""  # quick: nothing
@@ -152,7 +149,7 @@ def test_without_a_kernel_a_summary_is_printed_at_the_end(capsys: pytest.Capture
 def test_a_failing_source_gives_one_notice_and_leaves_the_work_alone(
     comms: CommLog, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    clock, display = FakeClock(), Display()
+    clock, display = ManualClock(), Display()
 
     def broken() -> Snapshot:
         raise OSError("telemetry queue closed")
@@ -161,8 +158,8 @@ def test_a_failing_source_gives_one_notice_and_leaves_the_work_alone(
 
     def work() -> str:
         with watch:
-            clock.set(5.0)
-            wait_for(lambda: watch.error is not None)
+            clock.now = 5.0
+            wait_until(lambda: watch.error is not None, "the poll thread to meet the error", WAIT, interval_s=0.005)
             return "done"
 
     assert work() == "done"
@@ -231,12 +228,12 @@ def passes_of(run: list[Snapshot], cuts: list[int]) -> list[tuple[Snapshot, Snap
 
 def test_one_dashboard_over_every_pass_with_per_epoch_and_cumulative_figures(comms: CommLog) -> None:
     run = recorded_run(3.0)  # 60 cumulative snapshots, 2 batches each
-    clock, display = FakeClock(), Display()
+    clock, display = ManualClock(), Display()
     watch = LoaderMonitor(Source(run), title="DataLoader", interval=0.001, show_after=0.0, clock=clock, display=display)
     for epoch, (start, end) in enumerate(passes_of(run, [0, 20, 40, 59])):
-        clock.set(start.time)
+        clock.now = start.time
         watch.begin(f"epoch {epoch}", start)
-        clock.set(end.time)
+        clock.now = end.time
         watch.end(end)
     dashboard = watch.dashboard
     assert dashboard is not None
@@ -256,10 +253,10 @@ def test_a_failed_pass_is_marked_red_and_the_next_pass_is_not_affected(
     comms: CommLog, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = recorded_run(2.0)
-    clock, display = FakeClock(), Display()
+    clock, display = ManualClock(), Display()
     watch = LoaderMonitor(Source(run), title="DataLoader", interval=0.001, show_after=0.0, clock=clock, display=display)
     watch.begin("epoch 0", None)
-    clock.set(1.0)
+    clock.now = 1.0
     watch.end(run[15], error=ValueError("Caught ValueError in DataLoader worker process 0.\nOriginal Traceback ..."))
     dashboard = watch.dashboard
     assert dashboard is not None
@@ -267,7 +264,7 @@ def test_a_failed_pass_is_marked_red_and_the_next_pass_is_not_affected(
     assert failed in dashboard.status_label.value and COLORS["failed"] in dashboard.status_label.value
 
     watch.begin("epoch 1", run[15])
-    clock.set(2.0)
+    clock.now = 2.0
     watch.end(run[-1])
     assert dashboard.status_label.value.endswith(">epoch 1: done</span>")
     assert COLORS["failed"] not in dashboard.status_label.value
@@ -295,7 +292,7 @@ def test_a_poll_stuck_in_source_never_fails_the_next_pass(comms: CommLog, capsys
             return run[1]  # what it read before it hung: older than anything drawn since
         return run[position[0]]
 
-    clock, display = FakeClock(), Display()
+    clock, display = ManualClock(), Display()
     watch = LoaderMonitor(source, title="DataLoader", interval=0.001, show_after=0.0, clock=clock, display=display)
     watch.begin("epoch 0", None)
     assert stuck.wait(WAIT)
@@ -311,11 +308,11 @@ def test_a_poll_stuck_in_source_never_fails_the_next_pass(comms: CommLog, capsys
         clock.advance(1.0)  # past the redraw throttle each time
         return str(dashboard.throughput_label.value).startswith("epoch 1: 22 batches")
 
-    wait_for(live)  # the new pass's polls draw again
+    wait_until(live, "the new pass's polls to draw again", WAIT, interval_s=0.005)
     release.set()  # the old poll returns its stale snapshot now
     position[0] = len(run) - 1
     watch.end(run[-1])
-    wait_for(lambda: monitor_threads() == [])
+    wait_until(lambda: monitor_threads() == [], "the poll thread to end", WAIT, interval_s=0.005)
     assert dashboard.throughput_label.value.startswith(f"epoch 1: {run[-1].batches - run[19].batches} batches")
     assert dashboard.status_label.value.endswith(">epoch 1: done</span>")
     assert watch.error is None and capsys.readouterr().err == ""
@@ -323,7 +320,7 @@ def test_a_poll_stuck_in_source_never_fails_the_next_pass(comms: CommLog, capsys
 
 def test_a_pass_still_open_when_the_next_begins_is_stopped(comms: CommLog) -> None:
     run = recorded_run(1.0)
-    watch = LoaderMonitor(Source(run), interval=600.0, show_after=0.0, clock=FakeClock(), display=Display())
+    watch = LoaderMonitor(Source(run), interval=600.0, show_after=0.0, clock=ManualClock(), display=Display())
     watch.begin("epoch 0", None)
     watch.begin("epoch 1", run[10])  # the loop of epoch 0 was abandoned without a word
     watch.end(run[-1])
@@ -334,7 +331,7 @@ def test_each_new_cell_shows_the_same_dashboard_again(comms: CommLog) -> None:
     run = recorded_run(1.0)
     cell, display = [1], Display()
     watch = LoaderMonitor(
-        Source(run), interval=600.0, show_after=0.0, clock=FakeClock(), display=display, cell=lambda: cell[0]
+        Source(run), interval=600.0, show_after=0.0, clock=ManualClock(), display=display, cell=lambda: cell[0]
     )
     for number in (1, 1, 2):
         cell[0] = number

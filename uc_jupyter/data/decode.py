@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DecodeError",
     "decode_bytes",
+    "decode_failure",
     "decode_image",
     "decode_text",
     "decoder_name",
@@ -73,6 +74,23 @@ def from_worker(error: DecodeError) -> DecodeError | None:
     last = text.rstrip().splitlines()[-1]
     at = last.find(marker)
     return DecodeError(last[at + len(marker) :]) if at >= 0 else None
+
+
+def decode_failure(where: str, transform: Callable[..., Any] | None, source: Any, exc: Exception) -> DecodeError:
+    """What a failed ``transform(source)`` of the file at ``where`` (its /Volumes path) raises: that
+    path and the transform, never the cache's path (raise it ``from None`` for the built-in
+    decoders, whose frames tell nothing, and from the error for a transform of one's own).
+
+    Example:
+        >>> decode_failure("/Volumes/c/s/v/a.png", None, "/cache/x.png", ValueError("bad /cache/x.png")).args[0]
+        '/Volumes/c/s/v/a.png: the transform could not decode it (ValueError: bad /Volumes/c/s/v/a.png)'
+    """
+    detail = str(exc).splitlines()[0] if str(exc) else ""
+    # The message often repeats what it was given (a cache path, a descriptor's repr): the
+    # /Volumes path leads the line already.
+    detail = " ".join(detail.replace(repr(source), "").replace(str(source), where).split())
+    name = decoder_name(transform) if transform is not None else "the transform"
+    return DecodeError(f"{where}: {name} could not decode it ({type(exc).__name__}: {detail})")
 
 
 def is_image_file(relative: str) -> bool:

@@ -44,6 +44,7 @@ from uc_jupyter.catalog import NotFound
 from uc_jupyter.catalog import storage as st
 from uc_jupyter.catalog.local import EscapesVolume
 from uc_jupyter.catalog.names import parse_volume_path
+from uc_jupyter.data.downloads import changed_since_listing
 from uc_jupyter.data.remote import VolumeReadError
 
 if TYPE_CHECKING:
@@ -302,10 +303,7 @@ class LocalVolume:
                 f"cannot read {where}: it is not a regular file now (datasets read regular files only); "
                 "make the dataset again to list the folder again"
             )
-        return VolumeReadError(
-            f"cannot read {where}: it changed since the dataset listed it ({size} bytes then, "
-            f"{info.st_size} now); make the dataset again to list the folder again"
-        )
+        return changed_since_listing(where, size, info.st_size)
 
 
 def _symlink_now(where: str, link: str) -> VolumeReadError:

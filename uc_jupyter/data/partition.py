@@ -15,13 +15,24 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol, overload
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Grid", "OnUneven", "Shard", "epoch_order", "plan", "rank_share", "skipped_share"]
+__all__ = [
+    "Grid",
+    "GrowingCount",
+    "OnUneven",
+    "Shard",
+    "StreamPositions",
+    "epoch_order",
+    "plan",
+    "rank_share",
+    "skipped_share",
+]
 
 OnUneven = Literal["pad", "drop", "allow"]
 _POLICIES = ("pad", "drop", "allow")
@@ -119,3 +130,103 @@ def skipped_share(skipped: int, grid: Grid) -> int:
     streams = grid.world_size * grid.workers
     index = grid.rank * grid.workers + grid.worker
     return skipped // streams + (index < skipped % streams)
+
+
+class GrowingCount(Protocol):
+    """Items still arriving (a listing under way): how many there are now and in the end."""
+
+    def known(self) -> int:
+        """Items known now, without waiting."""
+
+    def total(self) -> int | None:
+        """All the items once they have all arrived, else None."""
+
+    def wait_for(self, count: int) -> int:
+        """Wait until ``count`` items are known or all have arrived; how many are known."""
+
+
+class StreamPositions(Sequence[int]):
+    """Stream ``grid``'s positions of an unshuffled epoch while its items still arrive: the same
+    positions :func:`plan` gives once they all have (the order is the items' own, so the rank's
+    strided share and the worker's strided slice of it are known item by item), after ``skip``
+    delivered ones. ``len`` is how many are known now (``on_known`` is told each larger count, with
+    the skipped ones); :meth:`wait_beyond` waits for more.
+
+    Example:
+        >>> class Five:
+        ...     def known(self): return 5
+        ...     def total(self): return 5
+        ...     def wait_for(self, count): return 5
+        >>> list(StreamPositions(Five(), Grid(rank=1, world_size=2), "pad"))
+        [1, 3, 0]
+    """
+
+    def __init__(
+        self,
+        items: GrowingCount,
+        grid: Grid,
+        on_uneven: OnUneven,
+        skip: int = 0,
+        on_known: Callable[[int], None] | None = None,
+    ) -> None:
+        if on_uneven not in _POLICIES:
+            raise ValueError(f"invalid on_uneven {on_uneven!r}: use 'pad', 'drop' or 'allow'")
+        self._items, self._on_uneven, self._skip = items, on_uneven, skip
+        self._first = grid.rank + grid.world_size * grid.worker  # the k-th position: first + step * k
+        self._step = grid.world_size * grid.workers
+        self._world = grid.world_size
+        self._seen = 0  # positions known to exist (a lower bound of len, which only grows)
+        self._reported = -1
+        self._on_known = on_known  # told each new count (the stream's shard size so far)
+        self.grid = grid
+
+    def __len__(self) -> int:
+        count = self._count(self._items.known(), self._items.total())
+        if count > self._reported and self._on_known is not None:
+            self._reported = count
+            self._on_known(count + self._skip)
+        return count
+
+    def wait_beyond(self, length: int) -> bool:
+        """Wait until more than ``length`` positions are known, or all items have arrived; whether
+        there are more than ``length``."""
+        while True:
+            total = self._items.total()
+            if self._count(self._items.known(), total) > length:
+                return True
+            if total is not None:
+                return False
+            self._items.wait_for(self._items.known() + 1)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, int) and 0 <= index < self._seen:  # per item: no count asked
+            return self._at(index)
+        known = self._seen = len(self)
+        if isinstance(index, slice):
+            return [self._at(k) for k in range(*index.indices(known))]
+        if not 0 <= index < known:
+            raise IndexError(index)
+        return self._at(index)
+
+    def _at(self, k: int) -> int:
+        position = self._first + self._step * (k + self._skip)
+        total = self._items.total()
+        return position % total if total and position >= total else position  # pad repeats from the start
+
+    def _count(self, known: int, total: int | None) -> int:
+        """Positions (after the skipped ones) below the limit: the policy's once every item is known;
+        before, the known items, less for "drop" the tail that may yet be trimmed."""
+        world = self._world
+        if total is not None:
+            limit = {"allow": total, "drop": total - total % world, "pad": -(-total // world) * world}[self._on_uneven]
+        else:
+            limit = known - (world - 1) if self._on_uneven == "drop" else known
+        if limit <= self._first:
+            return 0
+        return max(0, -(-(limit - self._first) // self._step) - self._skip)

@@ -41,7 +41,6 @@ import concurrent.futures as cf
 import contextlib
 import errno
 import functools
-import math
 import os
 import resource
 import time
@@ -50,26 +49,20 @@ from pathlib import Path
 
 from uc_jupyter.data.cache import CachedFile, FileCache, Ticket
 from uc_jupyter.data.consumer import UNKNOWN, Consumer
-from uc_jupyter.data.downloads import Downloads, Wanted
+from uc_jupyter.data.downloads import Downloads, Job, Wanted
 from uc_jupyter.data.held import Held
+from uc_jupyter.data.pace import Pace, budget_cap, depth_cap
 from uc_jupyter.data.remote import VolumeReadError
 
-__all__ = ["MAX_DEPTH", "RANK_DEPTH", "Pace", "Prefetcher", "depth_cap"]
+__all__ = ["Prefetcher"]
 
 _CHUNK = 8  # files at least per top-up of the window
 # While the window meets only hits, it reaches this far ahead: a top-up's fixed cost (and any index
 # read for hits their seals could not prove) is shared by more files, and a pin costs a descriptor.
 _HIT_RUN = 64
 _SLOW_THREADS = 4  # files another process is downloading: waited for on a few threads
-# Downloads in flight: at most MAX_DEPTH per stream and RANK_DEPTH over a rank's streams (a store
-# refuses past a few hundred requests at once; S3 answers 503 SlowDown). Measured at issue 16's
-# conditions (lognormal 30 ms latency, 2 workers): a window of 64 slots per stream kept only about
-# 30 requests in flight at the store, since the head of the window waits for a slow answer while
-# much of what lies behind it is done; 128 per stream kept about 57 (epoch 1 0.34 -> 0.50 of the
-# bandwidth bound), 256 met the store's 503s.
-MAX_DEPTH = 128
-RANK_DEPTH = 256
-_START_DEPTH = 64  # before anything is measured: a first window that already hides the latency
+# How deep the window reaches (downloads in flight per stream and per rank, within the cache's
+# headroom) is uc_jupyter.data.pace's: Pace, depth_cap, budget_cap.
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
@@ -169,6 +162,8 @@ class Prefetcher:
                         raise full from exc
                     refill_at = _refill_at(depth)
                 if not pending:
+                    if _arrives_beyond(wanted, position):  # a listing still arriving has more
+                        continue
                     finished = True
                     return
                 head = pending.popleft()
@@ -208,9 +203,9 @@ class Prefetcher:
         sample = wanted[: 2 * _CHUNK]
         if not sample:
             return
-        mean = max(1.0, sum(w.size for w in sample) / len(sample))
+        mean = sum(w.size for w in sample) / len(sample)
         room = self.cache.max_bytes * self.cache.headroom
-        self.pace.most = max(4, min(depth_cap(self._streams), int(room / (self._streams * mean))))
+        self.pace.most = budget_cap(room, streams=self._streams, mean_size=mean)
 
     def _top_up(
         self, pending: collections.deque[CachedFile | _Slot], wanted: Sequence[Wanted], position: int, depth: int
@@ -255,7 +250,8 @@ class Prefetcher:
         if not starting:
             return
         started = self._clock()
-        downloads = self.downloads.start([(s.wanted.source, t.tmp, s.wanted.where) for s, t in starting])
+        jobs = [Job(s.wanted.source, t.tmp, s.wanted.where, s.wanted.size) for s, t in starting]
+        downloads = self.downloads.start(jobs)
         for (slot, ticket), download in zip(starting, downloads, strict=True):
             slot.download, slot.future = download, cf.Future()
             slot.future.set_running_or_notify_cancel()  # only _ended settles it; cancel() must not
@@ -272,7 +268,7 @@ class Prefetcher:
         cache = self.cache
         mean = sum(s.wanted.size for s in needing) / len(needing)
         room = min((self._in_use + self._streams * self.pace.depth()) * mean, cache.max_bytes / 2)
-        return cache.stats().resident_bytes + room <= cache.max_bytes * (1.0 - cache.headroom)
+        return cache.resident_bytes() + room <= cache.max_bytes * (1.0 - cache.headroom)
 
     def _ended(self, slot: _Slot, ticket: Ticket, started: float, download: cf.Future[None]) -> None:
         """Put the file in place as soon as its download ends, so that others waiting for it (other
@@ -361,7 +357,7 @@ class Prefetcher:
 
     def _download_now(self, wanted: Wanted) -> Callable[[str], None]:
         def download(tmp: str) -> None:
-            self.downloads.start([(wanted.source, tmp, wanted.where)])[0].result()
+            self.downloads.start([Job(wanted.source, tmp, wanted.where, wanted.size)])[0].result()
 
         return download
 
@@ -395,78 +391,6 @@ class Prefetcher:
             if got is not None:
                 self.cache.release(got)
         pending.clear()
-
-
-def depth_cap(streams: int) -> int:
-    """The most downloads one of ``streams`` streams of a rank keeps in flight: :data:`MAX_DEPTH`,
-    less where the rank's streams together would pass :data:`RANK_DEPTH`.
-
-    Example:
-        >>> depth_cap(1), depth_cap(2), depth_cap(4), depth_cap(64)
-        (128, 128, 64, 4)
-    """
-    return max(4, min(MAX_DEPTH, RANK_DEPTH // max(1, streams)))
-
-
-class Pace:
-    """How many downloads to keep in flight, between 4 and ``most`` unless fixed by ``prefetch=``:
-    enough to cover one download's latency at the pace the consumer takes items (Little's law), plus
-    a margin that grows by half (at least 2) each time the consumer had to wait for a download and
-    shrinks slowly while it did not. The margin matters when this stream itself is the bottleneck:
-    then the consumer's pace only mirrors the window, and Little's law alone would keep the window
-    as small as it started; growing it by half reaches the cap within a few waits (a store's
-    bandwidth needs far more in flight than a fast consumer's pace alone asks for).
-
-    Example:
-        >>> now = [0.0]
-        >>> pace = Pace(None, clock=lambda: now[0])
-        >>> pace.depth()  # nothing measured yet
-        64
-        >>> pace.fetched(0.1, waited=False)  # a download takes 100 ms
-        >>> now[0] = 0.05; pace.consumed(10)  # the consumer takes a file every 5 ms
-        >>> pace.depth()  # 100 ms / 5 ms in flight, plus 2
-        22
-    """
-
-    def __init__(
-        self, fixed: int | None, *, clock: Callable[[], float] = time.perf_counter, most: int = MAX_DEPTH
-    ) -> None:
-        self.fixed = fixed
-        self.most = max(4, most)
-        self.fetch_seconds = 0.0
-        self.consume_seconds = 0.0
-        self.margin = 0.0
-        self._clock = clock
-        self._last = clock()
-
-    def fetched(self, seconds: float, *, waited: bool) -> None:
-        """A download took ``seconds``; ``waited``: the consumer reached it before it was done."""
-        self.fetch_seconds = seconds if not self.fetch_seconds else 0.9 * self.fetch_seconds + 0.1 * seconds
-        if waited:
-            self.margin = min(float(self.most), max(self.margin + 2.0, 1.5 * self.margin))
-        else:
-            self.margin = max(0.0, self.margin - 0.05)
-
-    def consumed(self, count: int) -> None:
-        """The consumer took ``count`` more files since the last call (told in chunks: per file,
-        the clock would cost more than a warm cache's hit)."""
-        now = self._clock()
-        elapsed, self._last = now - self._last, now
-        if count <= 0:
-            return
-        interval = elapsed / count
-        weight = min(1.0, 0.1 * count)
-        self.consume_seconds = (
-            interval if not self.consume_seconds else (1 - weight) * self.consume_seconds + weight * interval
-        )
-
-    def depth(self) -> int:
-        if self.fixed is not None:
-            return self.fixed
-        if not self.fetch_seconds:
-            return min(_START_DEPTH, self.most)
-        wanted = math.ceil(self.fetch_seconds / max(self.consume_seconds, 1e-4) + self.margin) + 2
-        return max(4, min(self.most, wanted))
 
 
 def _full_disk(exc: BaseException) -> OSError | None:
@@ -512,3 +436,10 @@ def _ensure_open_files(needed: int) -> None:
     if target > soft:
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+def _arrives_beyond(wanted: Sequence[Wanted], position: int) -> bool:
+    """Whether ``wanted`` has files beyond ``position`` once those still arriving have come (a
+    stream that started on a listing's first page: see ``data/wanted.py``)."""
+    wait = getattr(wanted, "wait_beyond", None)
+    return bool(wait(position)) if wait is not None else False

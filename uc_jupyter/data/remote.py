@@ -14,7 +14,7 @@ import fnmatch
 import hashlib
 import os
 import random
-import time
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,24 +24,26 @@ from uc_jupyter.catalog import storage as st
 from uc_jupyter.data import options as opt
 
 if TYPE_CHECKING:
-    import fsspec
-
     from uc_jupyter.catalog import ResolvedVolumePath
     from uc_jupyter.data.local_volume import LocalVolume
     from uc_jupyter.data.storage import VolumeStorage
 
 __all__ = [
     "Listing",
+    "ListingDigest",
     "RemoteFile",
     "RetryPolicy",
     "VolumeReadError",
-    "fetch_file",
+    "file_filter",
+    "is_hidden",
     "is_transient",
+    "kept_files",
     "list_volume",
     "retry_delay",
 ]
 
 _MARKERS = ("_SUCCESS", "_committed_*", "_started_*")
+_MARKER = re.compile("|".join(fnmatch.translate(marker) for marker in _MARKERS))
 # S3 error codes worth retrying whatever their status (RequestTimeout comes as a 400).
 _TRANSIENT_CODES = frozenset({"SlowDown", "Throttling", "RequestTimeout", "InternalError", "ServiceUnavailable"})
 
@@ -141,22 +143,15 @@ def list_volume(
     else:
         found = _remote_entries(resolved, recursive, folders, storage)
 
-    def wanted(relative: str) -> bool:
-        if _hidden(relative):
-            return False
-        if includes and not any(fnmatch.fnmatchcase(relative, p) for p in includes):
-            return False
-        if keep is not None and not keep(relative):
-            return False
-        return not any(fnmatch.fnmatchcase(relative, p) for p in excludes)
-
-    files = [RemoteFile(relative, size, version) for relative, size, version in found if wanted(relative)]
-    _warn_skipped(where, sorted(r for r in skipped if wanted(r)))
+    wanted = file_filter(includes, excludes, keep)
+    files, visible = kept_files(found, wanted)
+    _warn_skipped(where, sorted(r for r in skipped if not _hidden(r) and wanted(r)))
     if not files:
         what = kept if includes or excludes or keep else "files"
         if not recursive:
             # Only on the way to an error: is what the user wants one level down (class folders)?
-            deeper = sorted({r.split("/", 1)[0] for r, _, _ in _entries(resolved, True, local, storage) if wanted(r)})
+            below = _entries(resolved, True, local, storage)
+            deeper = sorted({r.split("/", 1)[0] for r, _, _ in below if not _hidden(r) and wanted(r)})
             if deeper:
                 shown = ", ".join(deeper[:3]) + (", ..." if len(deeper) > 3 else "")
                 raise ValueError(
@@ -175,8 +170,35 @@ def list_volume(
             "add --recursive (recursive=True) to read them",
             key=("sub-folders", where),
         )
-    left_out = sum(1 for relative, _, _ in found if not _hidden(relative)) - len(files)
+    left_out = visible - len(files)
     return Listing(where, resolved.url, tuple(files), _digest(files), skipped=left_out)
+
+
+def file_filter(
+    includes: Sequence[str], excludes: Sequence[str], keep: Callable[[str], bool] | None
+) -> Callable[[str], bool]:
+    """Whether a (not hidden) path below the folder is read: it matches an ``includes`` pattern
+    (when there are any), ``keep`` accepts it, and it matches no ``excludes`` pattern."""
+
+    def wanted(relative: str) -> bool:
+        if includes and not any(fnmatch.fnmatchcase(relative, p) for p in includes):
+            return False
+        if keep is not None and not keep(relative):
+            return False
+        return not any(fnmatch.fnmatchcase(relative, p) for p in excludes)
+
+    return wanted
+
+
+def kept_files(
+    entries: Sequence[tuple[str, int, str | None]], wanted: Callable[[str], bool]
+) -> tuple[list[RemoteFile], int]:
+    """The files of ``entries`` a dataset reads (not hidden, ``wanted``), and how many were not
+    hidden (those left out of them count as skipped)."""
+    visible = [entry for entry in entries if not _hidden(entry[0])]
+    return [RemoteFile(relative, size, version) for relative, size, version in visible if wanted(relative)], len(
+        visible
+    )
 
 
 def _entries(
@@ -224,11 +246,31 @@ def _warn_skipped(where: str, skipped: list[str]) -> None:
     )
 
 
+class ListingDigest:
+    """What identifies a listing (paths, sizes, versions, in order), fed as its files come.
+
+    Example:
+        >>> digest = ListingDigest()
+        >>> digest.add([RemoteFile("a.png", 3, None)])
+        >>> len(digest.value())
+        16
+    """
+
+    def __init__(self) -> None:
+        self._sha = hashlib.sha256()
+
+    def add(self, files: Sequence[RemoteFile]) -> None:
+        for f in files:
+            self._sha.update(f"{f.relative}\x00{f.size}\x00{f.version}\n".encode())
+
+    def value(self) -> str:
+        return self._sha.hexdigest()[:16]
+
+
 def _digest(files: Sequence[RemoteFile]) -> str:
-    digest = hashlib.sha256()
-    for f in files:
-        digest.update(f"{f.relative}\x00{f.size}\x00{f.version}\n".encode())
-    return digest.hexdigest()[:16]
+    digest = ListingDigest()
+    digest.add(files)
+    return digest.value()
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -254,29 +296,6 @@ def is_transient(exc: BaseException) -> bool:
     return cause is not None and cause is not exc and is_transient(cause)
 
 
-def fetch_file(
-    fs: fsspec.AbstractFileSystem,
-    remote_path: str,
-    local_path: str,
-    *,
-    volume_path: str,
-    policy: RetryPolicy,
-    on_retry: Callable[[], None] = lambda: None,
-    sleep: Callable[[float], None] = time.sleep,
-    rng: random.Random | None = None,
-) -> None:
-    """Download ``remote_path`` to ``local_path``, retrying transient errors with backoff."""
-    rng = rng or random.Random()
-    for attempt in range(policy.attempts):
-        try:
-            fs.get_file(remote_path, local_path)
-            return
-        except Exception as exc:
-            delay = retry_delay(exc, attempt, local_path, volume_path=volume_path, policy=policy, rng=rng)
-        on_retry()
-        sleep(delay)
-
-
 def retry_delay(
     exc: Exception, attempt: int, local_path: str, *, volume_path: str, policy: RetryPolicy, rng: random.Random
 ) -> float:
@@ -296,8 +315,18 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:300]}"
 
 
+def is_hidden(name: str) -> bool:
+    """Is a file or folder name skipped in volume listings (dot files, Spark's marker files)?
+
+    Example:
+        >>> [is_hidden(n) for n in (".ipynb_checkpoints", "_SUCCESS", "_committed_123", "part-0.parquet")]
+        [True, True, True, False]
+    """
+    if not name.startswith((".", "_")):
+        return False  # most names: no pattern to match (this runs per listed file)
+    return name.startswith(".") or _MARKER.fullmatch(name) is not None
+
+
 def _hidden(relative: str) -> bool:
-    parts = relative.split("/")
-    if any(part.startswith(".") for part in parts):
-        return True
-    return any(fnmatch.fnmatchcase(parts[-1], marker) for marker in _MARKERS)
+    """A path below the folder with a hidden part (a dot folder anywhere, a marker file at its end)."""
+    return relative.startswith(".") or "/." in relative or is_hidden(relative[relative.rfind("/") + 1 :])

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from uc_jupyter.catalog.vended import refresh_due
-from uc_jupyter.data.downloads import Downloads
+from uc_jupyter.data.downloads import Downloads, Job
 
 __all__ = ["Renewal", "RenewingDownloads"]
 
@@ -58,7 +58,7 @@ class RenewingDownloads:
         self._retired: list[Downloads] = []
         self._lock = threading.Lock()  # the prefetcher may start a download from another thread
 
-    def start(self, jobs: Sequence[tuple[str, str, str]]) -> list[cf.Future[None]]:
+    def start(self, jobs: Sequence[Job]) -> list[cf.Future[None]]:
         with self._lock:
             if self._renew():
                 self._retired.append(self._current)

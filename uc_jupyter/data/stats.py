@@ -48,6 +48,10 @@ class StreamCounters:
     shard_size: int = 0
     skipped: int = 0
 
+    def known_shard(self, size: int) -> None:
+        """A pass that started while its items arrive: its shard is known to be at least ``size``."""
+        self.shard_size = max(self.shard_size, size)
+
     def freeze(self) -> StreamStats:
         """A frozen copy (call it under the lock the counters are mutated under)."""
         return StreamStats(*astuple(self))

@@ -28,7 +28,7 @@ import torch
 from uc_jupyter.catalog import Catalog, get_catalog
 from uc_jupyter.catalog.storage import delta_uri
 from uc_jupyter.data import options as opt
-from uc_jupyter.data.partition import OnUneven
+from uc_jupyter.data.partition import OnUneven, StreamPositions
 from uc_jupyter.data.renewal import Renewal
 from uc_jupyter.data.stats import DatasetStats, StreamCounters
 from uc_jupyter.data.stream import PartitionedDataset
@@ -120,7 +120,10 @@ class UCTableDataset(PartitionedDataset):
         shape = f"{self.columns}|{self.filter}"
         return self.name, f"v{self.version}:{hashlib.sha256(shape.encode()).hexdigest()[:12]}"
 
-    def _stream(self, positions: npt.NDArray[np.int64], counters: StreamCounters, stream: str) -> Iterator[Any]:
+    def _stream(
+        self, positions: npt.NDArray[np.int64] | StreamPositions, counters: StreamCounters, stream: str
+    ) -> Iterator[Any]:
+        assert isinstance(positions, np.ndarray), "a table's rows are all known when the pass starts"
         table = self._snapshot_rows()
         for start in range(0, len(positions), self.batch_size):
             chunk = _rows_at(table, positions[start : start + self.batch_size])

@@ -2,6 +2,8 @@
 
 The folder is resolved and READ VOLUME-checked through the catalog and listed once, when the
 dataset is created; the listing travels with the dataset to DataLoader workers (no listing storm).
+Unshuffled over a remote volume, the dataset is made once the first file is listed and its passes
+start while the listing goes on (:mod:`uc_jupyter.data.growing_listing`).
 Each stream (one rank's worker) takes its slice of the epoch's order (see
 :mod:`uc_jupyter.data.partition`), fetches ahead with a small thread pool and yields local paths.
 
@@ -19,32 +21,40 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import gc
+import hashlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal, overload
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import torch.utils.data
 
 from uc_jupyter.catalog import Catalog, get_catalog
 from uc_jupyter.catalog import storage as st
 from uc_jupyter.data import consumer
 from uc_jupyter.data import options as opt
 from uc_jupyter.data.cache import CachedFile, FileCache
-from uc_jupyter.data.decode import DecodeError, built_in, decoder_name, decodes_images, is_image_file, reads_files
-from uc_jupyter.data.downloads import MAX_PREFETCH, Downloads, Wanted
+from uc_jupyter.data.decode import (
+    DecodeError,
+    built_in,
+    decode_failure,
+    decodes_images,
+    is_image_file,
+    reads_files,
+)
+from uc_jupyter.data.downloads import MAX_PREFETCH, Downloads
+from uc_jupyter.data.growing_listing import GrowingListing
 from uc_jupyter.data.local_downloads import LocalDownloads
 from uc_jupyter.data.local_volume import LocalVolume
-from uc_jupyter.data.partition import OnUneven
+from uc_jupyter.data.partition import OnUneven, StreamPositions
 from uc_jupyter.data.prefetch import Prefetcher
-from uc_jupyter.data.remote import Listing, RemoteFile, RetryPolicy, VolumeReadError, list_volume
+from uc_jupyter.data.remote import Listing, RemoteFile, RetryPolicy, VolumeReadError, file_filter, list_volume
 from uc_jupyter.data.renewal import Renewal, RenewingDownloads
 from uc_jupyter.data.stats import DatasetStats, StreamCounters
 from uc_jupyter.data.storage import VolumeStorage, open_storage
 from uc_jupyter.data.stream import PartitionedDataset
+from uc_jupyter.data.wanted import ListingKeys, WantedFiles
 from uc_jupyter.telemetry import producer
 
 __all__ = ["UCVolumeDataset"]
@@ -60,7 +70,9 @@ class UCVolumeDataset(PartitionedDataset):
         recursive: include sub-folders.
         include, exclude: glob patterns on the path below ``path`` (e.g. ``"*.png"``); files left
             out are counted in ``skipped``.
-        shuffle, seed: one permutation per epoch from ``(seed, epoch)``, the same on every rank.
+        shuffle, seed: one permutation per epoch from ``(seed, epoch)``, the same on every rank (of
+            the whole listing: the constructor waits for it; without shuffle, a remote folder's
+            first pass starts on its first page, see the module docstring).
         cache: ``"auto"`` reads local ``file://`` volumes in place and caches everything else;
             ``"always"`` / ``"never"`` force either way.
         cache_dir, cache_max_bytes, min_free_bytes: the shared cache (see :class:`FileCache`); or
@@ -186,16 +198,29 @@ class UCVolumeDataset(PartitionedDataset):
         self._inherited: VolumeStorage | None = None
         # Images are decoded from image files only, unless include= says which files to read.
         images = decodes_images(self.transform) and not self.include
-        self.listing: Listing = list_volume(
-            resolved,
-            recursive=recursive,
-            include=include,
-            exclude=exclude,
-            local=self._volume,
-            storage=None if self._local else self._storage_now(),
-            keep=is_image_file if images else None,
-            kept="image files" if images else "matching files",
-        )
+        storage = None if self._local else self._storage_now()
+        self._listing: Listing | None = None
+        self._growing: GrowingListing | None = None
+        if recursive and not shuffle and label_by is None and getattr(storage, "in_key_order", False):
+            # An unshuffled pass reads in the listing's order: it can start on the first page.
+            assert storage is not None
+            self._growing = GrowingListing(
+                storage.pages(recursive=True),
+                file_filter(self.include, self.exclude, is_image_file if images else None),
+                where=resolved.volume_path,
+                url=resolved.url,
+            ).first("image files" if images else ("matching files" if self.include or self.exclude else "files"))
+        else:
+            self._listing = list_volume(
+                resolved,
+                recursive=recursive,
+                include=include,
+                exclude=exclude,
+                local=self._volume,
+                storage=storage,
+                keep=is_image_file if images else None,
+                kept="image files" if images else "matching files",
+            )
         self.recursive = recursive
         self._root = resolved.path.rstrip("/")
         # Local volumes are read where they lie unless "always"; remote ones always go through
@@ -220,8 +245,37 @@ class UCVolumeDataset(PartitionedDataset):
             # schema and reclaiming dead processes' leftovers on every epoch's start.
             self._file_cache()
         self._lingering: list[CachedFile] = []
-        # The cache keys of every file, made once here and shipped to workers (32 bytes a file).
-        self._digests: bytes | None = None if self.in_place else _digests(self.listing)
+        # The cache keys of every file, made once here and shipped to workers (32 bytes a file);
+        # those of a listing still arriving as the streams reach them.
+        self._keys = ListingKeys(self._url)
+        if not self.in_place and self._listing is not None:
+            self._keys.upto(self._listing.files, len(self._listing.files))
+        # The cache group: the same for every dataset of this folder and selection, in every run and on
+        # every rank (a listing still arriving has no digest yet; a hit keeps a file's first group).
+        selection = repr((recursive, self.include, self.exclude, images, label_by))
+        self._group = f"{self._url}#{hashlib.sha256(selection.encode()).hexdigest()[:16]}"
+
+    @property
+    def listing(self) -> Listing:
+        """The folder's files (waits for the end of a listing still arriving)."""
+        if self._listing is None:
+            assert self._growing is not None, "a dataset has a listing or one arriving"
+            self._listing, self._growing = self._growing.final(), None
+        return self._listing
+
+    @property
+    def volume_path(self) -> str:
+        """The ``/Volumes`` folder this dataset reads."""
+        return self._path
+
+    def _files(self) -> Sequence[RemoteFile]:
+        """The files listed so far (all of them once the listing has ended), without waiting."""
+        growing = self._growing  # first: `listing` sets _listing before it lets go of _growing
+        listing = self._listing
+        if listing is not None:
+            return listing.files
+        assert growing is not None
+        return growing.files
 
     @property
     def cache(self) -> FileCache | None:
@@ -246,14 +300,16 @@ class UCVolumeDataset(PartitionedDataset):
         if not listing.files:
             deeper = "" if self.recursive else "; add recursive=True (--recursive) to read its sub-folders"
             raise ValueError(f"{listing.volume_path} holds no {what}{deeper}")
-        self.listing = listing
+        self._listing = listing
         if self._labelled:  # labels number the class folders that hold files still read
             self.classes = tuple(sorted({f.relative.split("/", 1)[0] for f in listing.files}))
             self._label_index = {name: i for i, name in enumerate(self.classes)}
-        if getattr(self, "_digests", None) is not None:  # made at the end of __init__; a copy has them
-            self._digests = _digests(listing)
+        if hasattr(self, "_keys"):  # made at the end of __init__; a copy has them
+            self._keys = ListingKeys(self._url)
+            self._keys.upto(listing.files, len(listing.files))
 
     def __getstate__(self) -> dict[str, Any]:  # for spawn/forkserver DataLoader workers and ranks
+        self.listing  # noqa: B018  (a listing still arriving travels whole: wait for its end)
         state = super().__getstate__()
         state["_storage"] = None  # clients and their connections stay in their process
         state["_inherited"] = None
@@ -271,9 +327,18 @@ class UCVolumeDataset(PartitionedDataset):
     def _identity(self) -> tuple[str, str]:
         return self.listing.volume_path, self.listing.digest
 
-    def _stream(self, positions: npt.NDArray[np.int64], counters: StreamCounters, stream: str) -> Iterator[Any]:
-        _freeze_inherited()
-        indices: list[int] = positions.tolist()  # plain ints: indexing with numpy's costs more per file
+    def _arriving(self) -> GrowingListing | None:
+        growing = self._growing
+        if growing is not None and growing.total() is not None:
+            self.listing  # noqa: B018  (it has ended: keep the whole listing, drop its reader)
+            return None
+        return growing
+
+    def _stream(
+        self, positions: npt.NDArray[np.int64] | StreamPositions, counters: StreamCounters, stream: str
+    ) -> Iterator[Any]:
+        # Plain ints: indexing with numpy's costs more per file.
+        indices: Sequence[int] = positions.tolist() if isinstance(positions, np.ndarray) else positions
         if self.in_place:
             return self._read_in_place(indices, counters, stream)
         return self._read_cached(indices, counters, stream)
@@ -281,12 +346,13 @@ class UCVolumeDataset(PartitionedDataset):
     def stats(self) -> DatasetStats:
         """Counters of the streams run in this process, and the shared cache's fill."""
         cache = None if self.in_place else self._file_cache().stats()
+        files = self._files()  # so far, while the listing still arrives
         return DatasetStats(
             streams=self.stream_stats(),
             cache=cache,
-            listed_files=len(self.listing.files),
-            listed_bytes=self.listing.total_bytes,
-            skipped_files=self.listing.skipped,
+            listed_files=len(files),
+            listed_bytes=sum(f.size for f in files),
+            skipped_files=self._listing.skipped if self._listing is not None else 0,
         )
 
     # ---------------------------------------------------------------- internals
@@ -325,7 +391,7 @@ class UCVolumeDataset(PartitionedDataset):
             return item, self._label_index[remote.relative.split("/", 1)[0]]
         return item
 
-    def _read_in_place(self, indices: list[int], counters: StreamCounters, stream: str) -> Iterator[Any]:
+    def _read_in_place(self, indices: Sequence[int], counters: StreamCounters, stream: str) -> Iterator[Any]:
         """Each file checked as it is yielded (see the class docstring); a decoder that can read an
         open file reads it through the checked descriptor, never by path."""
         files, root, volume = self.listing.files, self._root, self._volume
@@ -353,18 +419,9 @@ class UCVolumeDataset(PartitionedDataset):
         producer.notify(final=True)
 
     def _decode_failure(self, source: Any, remote: RemoteFile, exc: Exception) -> DecodeError:
-        """What a failed ``transform(source)`` raises: the file's /Volumes path and the transform,
-        never the cache's path. Raised ``from None`` for the built-in decoders (Pillow's frames tell
-        nothing) and from the error for a transform of one's own (its frames are its bug)."""
-        where = f"{self.listing.volume_path}/{remote.relative}"
-        detail = str(exc).splitlines()[0] if str(exc) else ""
-        # The message often repeats what it was given (a cache path, a descriptor's repr): the
-        # /Volumes path leads the line already.
-        detail = " ".join(detail.replace(repr(source), "").replace(str(source), where).split())
-        name = decoder_name(self.transform) if self.transform is not None else "the transform"
-        return DecodeError(f"{where}: {name} could not decode it ({type(exc).__name__}: {detail})")
+        return decode_failure(f"{self._path}/{remote.relative}", self.transform, source, exc)
 
-    def _read_cached(self, indices: list[int], counters: StreamCounters, stream: str) -> Iterator[Any]:
+    def _read_cached(self, indices: Sequence[int], counters: StreamCounters, stream: str) -> Iterator[Any]:
         cache = self._file_cache()
         for leftover in self._lingering:  # the previous pass's last files: its consumer moved on
             cache.release(leftover)
@@ -372,7 +429,7 @@ class UCVolumeDataset(PartitionedDataset):
         fetch = Prefetcher(
             cache,
             self._downloads(counters),
-            group=f"{self.listing.url}#{self.listing.digest}",
+            group=self._group,
             keep=self._keep,
             window=self.pin_window,
             prefetch=self.prefetch,
@@ -382,37 +439,26 @@ class UCVolumeDataset(PartitionedDataset):
         )
         plain = self.transform is None and not self.classes  # the item is the path itself
         handed_over, count = fetch.delivered, self._count_file
+        files = self._files()  # a listing still arriving: the list that grows
+        wanted = WantedFiles(
+            files, self._keys, indices, root=self._root, where=self._path, local=self._volume is not None
+        )
         try:
-            with contextlib.closing(fetch.run(_WantedFiles(self, indices))) as delivered:
+            with contextlib.closing(fetch.run(wanted)) as delivered:
                 # The prefetcher first: its end (not the list's) must be reached for it to finish.
                 for got, index in zip(delivered, indices, strict=True):
                     try:
-                        item = got.path if plain else self._deliver(got.path, self.listing.files[index])
+                        item = got.path if plain else self._deliver(got.path, files[index])
                     finally:
                         handed_over(got)
                     count(counters, stream, got.size, downloaded=got.downloaded, resident=got.resident)
                     yield item
+            if isinstance(indices, StreamPositions):
+                self._arrived(indices, counters)
             producer.notify(final=True)
         finally:
             fetch.downloads.close()
             self._lingering = fetch.lingering
-
-    def _wanted(self, indices: list[int]) -> list[Wanted]:
-        """What the prefetcher needs of the listing's files at ``indices`` (made as the window
-        reaches them, a few at a time: this runs per file of every pass)."""
-        if self._digests is None:  # a dataset made to read in place, read through the cache after all
-            self._digests = _digests(self.listing)
-        files, digests, root, where = self.listing.files, self._digests, self._root, self.listing.volume_path
-        local = self._volume is not None  # a local file is copied by its position in the listing (LocalDownloads)
-        wanted = []
-        for index in indices:
-            remote = files[index]
-            relative = remote.relative
-            key = digests[32 * index : 32 * index + 32].hex()
-            name = relative[relative.rfind("/") + 1 :]
-            source = str(index) if local else f"{root}/{relative}"
-            wanted.append(Wanted(key, remote.size, name, source, f"{where}/{relative}"))
-        return wanted
 
     def _renew(self) -> bool:
         """Resolve the folder again when its options are due (:mod:`uc_jupyter.data.renewal`) and use
@@ -454,47 +500,3 @@ class UCVolumeDataset(PartitionedDataset):
             self._count(counters, retries=1)
 
         return self._storage_now().downloads(self.retry, on_retry=on_retry, threads=threads)
-
-
-class _WantedFiles(Sequence[Wanted]):
-    """A stream's files as the prefetcher sees them, made one by one as its window advances (so the
-    first file does not wait for keys and paths of the whole stream)."""
-
-    def __init__(self, dataset: UCVolumeDataset, positions: list[int]) -> None:
-        self._dataset, self._positions = dataset, positions
-
-    def __len__(self) -> int:
-        return len(self._positions)
-
-    @overload
-    def __getitem__(self, item: int) -> Wanted: ...
-
-    @overload
-    def __getitem__(self, item: slice) -> Sequence[Wanted]: ...
-
-    def __getitem__(self, item: int | slice) -> Wanted | Sequence[Wanted]:
-        if isinstance(item, slice):
-            return self._dataset._wanted(self._positions[item])
-        return self._dataset._wanted([self._positions[item]])[0]
-
-
-_FROZEN_IN: int | None = None  # the DataLoader worker process that froze what it inherited
-
-
-def _freeze_inherited() -> None:
-    """In a DataLoader worker, once: move every object it started with (torch's modules, the
-    listing, the dataset) out of the cyclic garbage collector's reach (:func:`gc.freeze`). A pass
-    allocates a few objects per file, so the collector runs often, and each full collection walked
-    all of them: measured at issue 16's conditions (3,000 files, 2 workers, back to back), client
-    CPU per file 0.61-0.64 ms without, 0.46-0.51 ms with. Not in the training process itself
-    (its objects are the user's); cycles already unreachable then are kept for the worker's life."""
-    global _FROZEN_IN
-    if os.getpid() == _FROZEN_IN or torch.utils.data.get_worker_info() is None:
-        return
-    _FROZEN_IN = os.getpid()
-    gc.freeze()
-
-
-def _digests(listing: Listing) -> bytes:
-    """The cache key of each listed file, as 32 raw bytes each."""
-    return b"".join(FileCache.key_digest(f"{listing.url}/{f.relative}", f.size, f.version) for f in listing.files)

@@ -51,6 +51,7 @@ from uc_jupyter.distributed.protocol import (
     Stop,
     Telemetry,
 )
+from uc_jupyter.telemetry import mlflow_sink
 
 _SYNC = b"\x00uc-jupyter-sync\x00"
 _PARENT_GONE = 70  # exit code when the kernel disappeared
@@ -251,6 +252,7 @@ class _Rank:
         value: bytes | None = None,
         failure: RemoteFailure | None = None,
     ) -> None:
+        mlflow_sink.wait_all()  # the call's data-loading points are in MLflow when it returns
         pump.flush()
         self.channel.send(Reply(call_id=call.call_id, value=value, failure=failure))
 

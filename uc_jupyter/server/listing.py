@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
-import fnmatch
 import json
 import operator
 import os
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from uc_jupyter.catalog import NotFound
 from uc_jupyter.catalog.names import parse_volume_path
+from uc_jupyter.data.remote import is_hidden  # one rule for the sidebar and the datasets
 
 if TYPE_CHECKING:
     from uc_jupyter.catalog import Catalog, ResolvedVolumePath
@@ -51,8 +51,6 @@ __all__ = [
 
 PAGE_SIZE = 200  # what the sidebar shows before "Show more"
 MAX_PAGE = 1000  # the most entries one request may ask for
-# Skipped in volume listings, like UCVolumeDataset does (uc_jupyter.data.remote): dot files and Spark markers.
-_MARKERS = ("_SUCCESS", "_committed_*", "_started_*")
 
 Json = dict[str, Any]
 
@@ -86,18 +84,6 @@ class Folder:
     def child(self, name: str) -> str:
         """The storage path of entry ``name``."""
         return f"{self.resolved.path.rstrip('/')}/{name}"
-
-
-def is_hidden(name: str) -> bool:
-    """Is a file or folder name skipped in volume listings (dot files, Spark's marker files)?
-
-    Example:
-        >>> [is_hidden(n) for n in (".ipynb_checkpoints", "_SUCCESS", "_committed_123", "part-0.parquet")]
-        [True, True, True, False]
-    """
-    if not name.startswith((".", "_")):
-        return False  # most names: no pattern to match (a folder of 100 000 files is listed per page)
-    return name.startswith(".") or any(fnmatch.fnmatchcase(name, marker) for marker in _MARKERS)
 
 
 def parse_limit(text: str | None) -> int:

@@ -1,28 +1,33 @@
-"""Data-loading metrics into an MLflow run, batched, from the training process only.
+"""Data-loading metrics into an MLflow run, batched, from the training process only, off the loop's path.
 
 Keys (per rank R): ``dataloader/fetch_seconds/rank_R`` and ``.../fetch_seconds_variance/rank_R``,
 ``dataloader/between_next_seconds/rank_R`` and its ``_variance`` (the reference runtime's names),
 plus ``dataloader/fetch_seconds_p95/rank_R``, ``dataloader/samples_per_second/rank_R`` and
 ``dataloader/cache_hit_rate/rank_R``. Each point is one *window*: the batches since the previous
-one (means, variances, p95 of that window), logged with one ``log_batch`` call at a step that only
-grows (batches delivered so far); a window without a new batch logs nothing.
+one (means, variances, p95 of that window), logged at a step that only grows (batches delivered so
+far); a window without a new batch logs nothing.
 
-When:
+When: a window closes every ``interval`` seconds while a pass runs (:meth:`MlflowSink.due`,
+:meth:`MlflowSink.hand_over`: before the batch that made it due counts, so the end of a pass always
+has a batch of its own) and at the end of every pass (:meth:`MlflowSink.end_pass`: the epoch's end,
+an exception, a ``break``, ``close``). Closing a window is the loop's only work; a background thread
+logs the windows, in order, with one ``log_batch`` for all that wait. The loop never waits on MLflow,
+except where a point must exist (:meth:`MlflowSink.wait`):
 
-- every ``interval`` seconds while a pass runs (:meth:`MlflowSink.due`, :meth:`MlflowSink.hand_over`):
-  a background thread logs these, so the loop never waits on MLflow. The loader hands a window over
-  *before* the batch that made it due counts, so the end of a pass always has a batch of its own;
-- at the end of every pass (:meth:`MlflowSink.end_pass`: the epoch's end, an exception, a
-  ``break``, ``close``), synchronously: it returns once every window handed over before it, and its
-  own, is logged, in order. Whatever the background thread's timing, each pass leaves its own point,
-  at its last batch's step, before the loop goes on (and before a ``with mlflow.start_run()`` block
-  around it ends the run).
+- ``DataLoader.close()``, at interpreter exit (atexit) and when a rank's call returns
+  (:func:`wait_all`): every window handed over is logged on return;
+- at a pass's start (:meth:`MlflowSink.begin_pass`), only when the thread still has windows from
+  before the previous pass began (MLflow slower than a pass): the backlog never exceeds one pass.
 
-Nothing is logged once the run has ended: right before each ``log_batch`` the sink asks the tracking
-server whether the run is still running; once it is not, the windows waiting are dropped and the
-sink stays silent (a pass still open when its run ends is logged up to its last window before).
-Nothing is buffered without a run; a failing MLflow gives one notice line (once per process) and
-training goes on. In a notebook :func:`quiet_mlflow_logging` keeps MLflow's INFO lines out of cells.
+Nothing is lost when the run ends first: a window closed while the run was running is logged even
+if the run has ended by the time the thread gets to it (MLflow takes points into a finished run; only
+a deleted one refuses). A window closed after the run ended is dropped, and the sink stays silent.
+Whether the run still runs is read at no cost for this process's own active run (it runs while it is
+the active run here; it has ended once no run is active), else (``MLFLOW_RUN_ID``, a rank; a nested
+run active) from the tracking store by the thread: a window closed after the run's ``end_time`` is
+dropped. Nothing is buffered without a run; a failing MLflow
+gives one notice line (once per process) and training goes on. In a notebook
+:func:`quiet_mlflow_logging` keeps MLflow's INFO lines out of cells.
 
 The run is the active fluent run of this process, or the one ``MLFLOW_RUN_ID`` names (how ranks
 reach their parent's run). Workers never log: the fluent API there silently starts stray runs.
@@ -31,14 +36,17 @@ Example:
     >>> sink = MlflowSink.for_active_run(rank=0)  # None when no run is active   # doctest: +SKIP
     >>> if sink is not None and sink.due():       # per batch, before it counts  # doctest: +SKIP
     ...     sink.hand_over(loader.stats())        # logged in the background
-    >>> sink.end_pass(loader.stats())             # logged, with all before it, on return  # doctest: +SKIP
+    >>> sink.end_pass(loader.stats())             # logged in the background too  # doctest: +SKIP
+    >>> sink.wait()                               # every point is in the run on return  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import os
+import queue
 import sys
 import threading
 import time
@@ -49,14 +57,15 @@ from typing import Any, NamedTuple
 from uc_jupyter.notices import notice
 from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot
 
-__all__ = ["MlflowSink", "active_run_id", "metric_names", "quiet_mlflow_logging"]
+__all__ = ["MlflowSink", "active_run_id", "metric_names", "quiet_mlflow_logging", "wait_all"]
 
 # Each said once per process, as one line (uc_jupyter.notices), not once per loader or per window.
 _UNAVAILABLE = "uc_jupyter.telemetry.mlflow_sink: unavailable"
 _FAILED = "uc_jupyter.telemetry.mlflow_sink: failed"
 _QUIET = "WARNING"  # MLflow's INFO lines ("Created MLflow experiment", run links) are not for a notebook
 
-_WAIT_SECONDS = 30.0  # the most the end of a pass waits for MLflow before giving up on it
+_WAIT_SECONDS = 30.0  # the most a wait for MLflow lasts before giving up on it
+_WINDOWS_PER_CALL = 100  # 7 metrics each: within log_batch's 1000 metrics per call
 
 
 def metric_names(rank: int) -> dict[str, str]:
@@ -105,6 +114,7 @@ class _Window(NamedTuple):
     values: dict[str, float]
     step: int
     stamp: int  # milliseconds since the epoch, when the window closed
+    running: bool  # the run was seen running as it closed (else the thread asks the store)
 
 
 # The cumulative counters a window is measured against: fetch, between, samples, hits, misses, time.
@@ -119,9 +129,18 @@ class MlflowSink:
         log_batch: MLflow's ``MlflowClient.log_batch`` (or a stand-in).
         interval: seconds between the periodic windows of a pass.
         clock: monotonic seconds, for ``interval``.
-        run_active: whether the run still takes points; asked right before each ``log_batch``.
-        start: starts the background sender, ``start(target)`` (default: a daemon thread).
+        running_here: whether the run still runs, as far as this process can tell at no cost,
+            asked on the loop's thread as a window closes: True (logged whatever happens later),
+            False (it ended: dropped, and the sink falls silent) or None (ask the store).
+        run_end: when the run ended, in milliseconds since the epoch (None while it runs), asked
+            by the background thread for windows ``running_here`` could not tell about; those
+            closed after that are dropped.
+        wall: seconds since the epoch, for a window's timestamp.
+        start: runs the background sender, ``start(target)`` (default: the process's logging thread).
         baseline: the loader's snapshot when the sink was made: its first window starts there.
+
+    Example:
+        >>> sink = MlflowSink("run-id", 0, MlflowClient().log_batch)   # doctest: +SKIP
     """
 
     def __init__(
@@ -132,26 +151,32 @@ class MlflowSink:
         *,
         interval: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
-        run_active: Callable[[], bool] = lambda: True,
+        running_here: Callable[[], bool | None] = lambda: None,
+        run_end: Callable[[], float | None] = lambda: None,
+        wall: Callable[[], float] = time.time,
         start: Callable[[Callable[[], None]], object] | None = None,
         baseline: Snapshot | None = None,
     ) -> None:
         self.run_id, self.rank = run_id, rank
-        self._log_batch, self._run_active = log_batch, run_active
-        self._interval, self._clock = interval, clock
-        self._start = start or _start_thread
+        self._log_batch, self._running_here, self._run_end = log_batch, running_here, run_end
+        self._interval, self._clock, self._wall = interval, clock, wall
+        self._start = start or _SENDER
         self._names = metric_names(rank)
         self._last_window = clock()
         self._previous: _Totals | None = None if baseline is None else self._totals(baseline)
-        self.ended = False  # the run ended: nothing more is logged
+        self.ended = False  # the run ended: windows closed from now on are not logged
+        self._end_stamp: float | None = None  # when the store said it ended (ms since the epoch)
         self._broken = False  # MLflow failed: nothing more is logged
         self.flushes = 0  # windows logged
         self._waiting: collections.deque[_Window] = collections.deque()
-        self._lock = threading.Lock()  # guards _waiting and _sending
-        self._delivering = threading.Lock()  # held by whoever logs: one window at a time, in order
+        self._lock = threading.Lock()  # guards _waiting, _sending and the counts below
+        self._delivering = threading.Lock()  # held by whoever logs: one batch at a time, in order
         self._sending = False  # a background sender runs (or is starting)
-        # A weak reference: a notebook that makes a sink per run does not keep them all alive.
-        atexit.register(_wait_at_exit, weakref.ref(self))
+        self._handed = 0  # windows handed over so far
+        self._settled = 0  # of those, logged or dropped
+        self._behind_mark = 0  # windows handed over before the current pass began
+        self._pid = os.getpid()  # a forked child never logs its parent's windows
+        _SINKS.add(self)
 
     @classmethod
     def for_active_run(
@@ -163,26 +188,46 @@ class MlflowSink:
         clock: Callable[[], float] = time.monotonic,
     ) -> MlflowSink | None:
         """A sink for the active run (or ``MLFLOW_RUN_ID``); ``current`` when it already logs to
-        that run; None when there is no run or MLflow fails. ``baseline`` gives the loader's
-        snapshot now, asked only for a new sink; ``clock`` is the loader's."""
+        that run (its :meth:`begin_pass` then runs: call this as a pass begins); None when there is
+        no run or MLflow fails. ``baseline`` gives the loader's snapshot now, asked only for a new
+        sink; ``clock`` is the loader's.
+
+        Example:
+            >>> sink = MlflowSink.for_active_run(0, sink, baseline=loader.stats)   # doctest: +SKIP
+        """
         try:
             run_id = active_run_id()
             if not run_id:
                 return None
             if current is not None and current.run_id == run_id and not current.ended:
+                current.begin_pass()
                 return current
+            import mlflow
             from mlflow.tracking import MlflowClient
 
             client = MlflowClient()
+            own = (active := mlflow.active_run()) is not None and active.info.run_id == run_id
 
-            def run_active() -> bool:
-                return bool(client.get_run(run_id).info.status == "RUNNING")
+            def running_here() -> bool | None:
+                """This process's own run runs while it is active here (or a run nested in it is:
+                the store decides); it has ended once no run is. A parent's run: the store decides."""
+                if not own:
+                    return None
+                now = mlflow.active_run()
+                return None if now is not None and now.info.run_id != run_id else now is not None
+
+            def run_end() -> float | None:  # a parent's run (MLFLOW_RUN_ID): the store knows
+                info = client.get_run(run_id).info
+                if info.lifecycle_stage != "active":
+                    return 0.0  # deleted: it takes nothing
+                return None if info.status in ("RUNNING", "SCHEDULED") else float(info.end_time or 0)
 
             return cls(
                 run_id,
                 rank,
                 client.log_batch,
-                run_active=run_active,
+                running_here=running_here,
+                run_end=run_end,
                 baseline=baseline() if baseline is not None else None,
                 clock=clock,
             )
@@ -202,23 +247,36 @@ class MlflowSink:
             return
         with self._lock:
             self._waiting.append(window)
+            self._handed += 1
             if self._sending:
                 return  # the running sender takes it: it looks again before it stops
             self._sending = True
         self._start(self._send_waiting)
 
     def end_pass(self, snapshot: Snapshot) -> None:
-        """A pass ended at ``snapshot``: log its window and every one before it, in order, before returning."""
-        window = self._close_window(snapshot)
-        if window is not None:
-            with self._lock:
-                self._waiting.append(window)
-        self.wait()
+        """A pass ended at ``snapshot``: close its window and return; the background thread logs it
+        after every window before it. :meth:`wait` for the point to be in the run."""
+        self.hand_over(snapshot)
+
+    def begin_pass(self) -> None:
+        """A pass begins: wait for MLflow only if the thread still has windows from before the
+        previous pass began, so that a slow MLflow holds at most one pass's windows in memory and
+        epochs back to back never wait on it (the last pass's point is logged while this one runs)."""
+        with self._lock:
+            behind = self._settled < self._behind_mark
+        if behind:
+            self.wait()
+        with self._lock:
+            self._behind_mark = self._handed
 
     def wait(self, timeout: float = _WAIT_SECONDS) -> None:
-        """Log every window handed over so far, on this thread, in order (at the end of a pass, at
-        ``close`` and at process exit). Gives up on MLflow, with a warning, when a window already
-        being logged has not gone out after ``timeout`` seconds."""
+        """Log every window handed over so far, on this thread, in order (``close``, process exit,
+        a rank's reply). Gives up on MLflow, with a notice, when a batch already being logged has
+        not gone out after ``timeout`` seconds.
+
+        Example:
+            >>> sink.wait()   # the run holds every point handed over   # doctest: +SKIP
+        """
         if not self._delivering.acquire(timeout=timeout):
             self._fail(f"MLflow did not take a window within {timeout:g} s")
             return
@@ -232,6 +290,10 @@ class MlflowSink:
         """The window since the previous one, at ``snapshot`` (None: no new batch, or not logging)."""
         self._last_window = self._clock()
         if self._broken or self.ended:
+            return None
+        running = self._running_here()
+        if running is False:
+            self.ended = True  # this process ended its run: this window came after
             return None
         found = self._loop_totals(snapshot)
         if found is None:
@@ -259,7 +321,7 @@ class MlflowSink:
         }
         if window_hits + window_misses:
             values["cache_hit_rate"] = window_hits / (window_hits + window_misses)
-        return _Window(values, loop.batches, int(time.time() * 1000))
+        return _Window(values, loop.batches, int(self._wall() * 1000), running is True)
 
     def _loop_totals(self, snapshot: Snapshot) -> tuple[Sample, _Totals] | None:
         """This rank's loop sample in ``snapshot`` and the rank's cumulative totals (None: no loop yet)."""
@@ -285,48 +347,94 @@ class MlflowSink:
                 self._deliver_waiting()
 
     def _deliver_waiting(self) -> None:
-        """Log the waiting windows in order; the caller holds ``_delivering``."""
-        from mlflow.entities import Metric
-
+        """Log the waiting windows in order, as few ``log_batch`` calls as MLflow's limit allows;
+        the caller holds ``_delivering``."""
         while True:
             with self._lock:
                 if not self._waiting:
                     return
-                window = self._waiting.popleft()
-            if self._broken or self.ended:
-                continue  # dropped
+                batch = [self._waiting.popleft() for _ in range(min(len(self._waiting), _WINDOWS_PER_CALL))]
             try:
-                if not self._run_active():
-                    self._end()
-                    continue
-                metrics = [
-                    Metric(self._names[k], float(v), window.stamp, window.step) for k, v in window.values.items()
-                ]
-                self._log_batch(self.run_id, metrics=metrics)
-                self.flushes += 1
-            except Exception as exc:
-                self._fail(f"MLflow logging failed: {exc}")
+                self._log(batch)
+            finally:
+                with self._lock:
+                    self._settled += len(batch)
 
-    def _end(self) -> None:
-        self.ended = True
-        with self._lock:
-            self._waiting.clear()
+    def _log(self, batch: list[_Window]) -> None:
+        """One ``log_batch`` for the windows of ``batch`` closed before the run ended."""
+        if self._broken:
+            return
+        try:
+            if self._end_stamp is None and not all(window.running for window in batch):
+                self._end_stamp = self._run_end()
+            if self._end_stamp is not None:
+                self.ended = True
+                # Closed by the end (same millisecond included): made while the run ran.
+                end = self._end_stamp
+                batch = [window for window in batch if window.running or window.stamp <= end]
+            if not batch:
+                return
+            from mlflow.entities import Metric
+
+            metrics = [
+                Metric(self._names[key], float(value), window.stamp, window.step)
+                for window in batch
+                for key, value in window.values.items()
+            ]
+            self._log_batch(self.run_id, metrics=metrics)
+            self.flushes += len(batch)
+        except Exception as exc:
+            self._fail(f"MLflow logging failed: {exc}")
 
     def _fail(self, why: str) -> None:
         if not self._broken:
             self._broken = True
             notice(f"uc_jupyter: {why}; training goes on without data-loading metrics", key=_FAILED)
         with self._lock:
+            self._settled += len(self._waiting)
             self._waiting.clear()
 
 
-def _start_thread(target: Callable[[], None]) -> object:
-    thread = threading.Thread(target=target, name="uc-jupyter-mlflow", daemon=True)
-    thread.start()
-    return thread
+def wait_all(timeout: float = _WAIT_SECONDS) -> None:
+    """Wait until every window any sink of this process handed over is logged (each sink gives up
+    on MLflow after ``timeout`` seconds, with a notice). Runs at interpreter exit; a rank runs it
+    before each reply, so a call's points are in the run when the call returns.
+
+    Example:
+        >>> wait_all()   # every data-loading point of this process is in MLflow   # doctest: +SKIP
+    """
+    for sink in list(_SINKS):
+        if sink._pid == os.getpid():
+            sink.wait(timeout)
 
 
-def _wait_at_exit(ref: weakref.ReferenceType[MlflowSink]) -> None:
-    sink = ref()
-    if sink is not None:
-        sink.wait()
+class _Sender:
+    """The process's one logging thread: runs the sinks' sends in turn. Handing it one is a queue
+    put; starting a thread per send cost the loop about 2 ms (``Thread.start`` waits for the new
+    thread, which then holds the GIL for its first switch interval). A daemon: a stuck MLflow never
+    keeps a process from exiting (the exit's own wait gives up after ``_WAIT_SECONDS``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._pid: int | None = None  # where the thread runs: a forked child starts its own
+
+    def __call__(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pid, self._jobs = os.getpid(), queue.SimpleQueue()
+                threading.Thread(target=self._run, args=(self._jobs,), name="uc-jupyter-mlflow", daemon=True).start()
+        self._jobs.put(job)
+
+    @staticmethod
+    def _run(jobs: queue.SimpleQueue[Callable[[], None]]) -> None:
+        while True:
+            job = jobs.get()
+            with contextlib.suppress(Exception):  # a sink reports its own failures; serve the next
+                job()
+
+
+# Weak: a notebook that makes a sink per run does not keep them all alive.
+_SINKS: weakref.WeakSet[MlflowSink] = weakref.WeakSet()
+_SENDER = _Sender()
+atexit.register(wait_all)

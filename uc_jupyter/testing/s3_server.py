@@ -22,7 +22,8 @@ the last reset, ``delayed_seconds`` the bandwidth caps added, ``refused`` reques
 ``max_in_flight``, and the settings; ``requests["refused unsigned"]`` counts those without the
 access key ``--require-key`` asks for), ``POST /_control/reset`` (counters and the in-flight window)
 and ``POST /_control/config`` with any setting above, ``fail_first`` (answer the first N GETs of each
-object with an error) and ``fail_status`` (503 SlowDown, the default, or 500 InternalError).
+object with an error), ``fail_status`` (503 SlowDown, the default, or 500 InternalError) and
+``list_latency`` (seconds each listing page waits beyond the latency).
 
 Example:
     >>> with S3TestServer(root) as server:                     # doctest: +SKIP
@@ -52,6 +53,7 @@ from xml.sax.saxutils import escape
 
 from aiohttp import web
 
+from uc_jupyter.testing.s3_listing import Listings
 from uc_jupyter.testing.s3_shaping import InFlight, Latency, Link
 
 __all__ = ["S3TestServer", "serve"]
@@ -70,7 +72,8 @@ class _State:
         self.max_in_flight = int(settings.get("max_in_flight", 0))
         self.fail_first = int(settings.get("fail_first", 0))
         self.fail_status = 503
-        self.listings: dict[tuple[str, str], list[tuple[str, os.stat_result]]] = {}
+        self.list_latency = 0.0  # seconds each listing page waits on top of the latency
+        self.listings = Listings(root)
         self.reset()
 
     def reset(self) -> None:
@@ -85,10 +88,11 @@ class _State:
 
     def configure(self, config: dict[str, Any]) -> None:
         """Apply the settings ``config`` names (the rest stay as they are)."""
-        numbers = {name: float(value) for name, value in config.items() if name in _SETTINGS}
-        unknown = sorted(set(config) - set(_SETTINGS))
+        known = (*_SETTINGS, *_CONFIG_ONLY)
+        numbers = {name: float(value) for name, value in config.items() if name in known}
+        unknown = sorted(set(config) - set(known))
         if unknown:
-            raise ValueError(f"unknown settings {unknown}: use {sorted(_SETTINGS)}")
+            raise ValueError(f"unknown settings {unknown}: use {sorted(known)}")
         negative = sorted(name for name, value in numbers.items() if value < 0)
         if negative:
             raise ValueError(f"invalid settings {negative}: give numbers >= 0")
@@ -99,6 +103,7 @@ class _State:
         self.max_in_flight = int(numbers.get("max_in_flight", self.max_in_flight))
         self.fail_first = int(numbers.get("fail_first", self.fail_first))
         self.fail_status = int(numbers.get("fail_status", self.fail_status))
+        self.list_latency = numbers.get("list_latency", self.list_latency)
 
     def settings(self) -> dict[str, float]:
         return {
@@ -109,6 +114,7 @@ class _State:
             "max_in_flight": self.max_in_flight,
             "fail_first": self.fail_first,
             "fail_status": self.fail_status,
+            "list_latency": self.list_latency,
         }
 
     async def throttle(self, request: web.Request, size: int) -> None:
@@ -121,6 +127,7 @@ class _State:
 # Every setting of the shaping and the failures, by its name in /_control/config and on the command line.
 _SHAPING = ("latency", "latency_sigma", "bandwidth", "connection_bandwidth", "max_in_flight")
 _SETTINGS = (*_SHAPING, "fail_first", "fail_status")
+_CONFIG_ONLY = ("list_latency",)  # through /_control/config only (tests that hold listings back)
 
 
 def _xml(body: str, status: int = 200) -> web.Response:
@@ -155,50 +162,24 @@ def _object_path(state: _State, bucket: str, key: str) -> Path | None:
 
 
 def _list(state: _State, bucket: str, query: Any) -> web.Response:
-    base = state.root / bucket
     prefix = query.get("prefix", "")
-    delimiter = query.get("delimiter", "")
-    max_keys = int(query.get("max-keys", "1000"))
-    after = query.get("continuation-token") or query.get("start-after") or ""
     encode = query.get("encoding-type") == "url"
-    keys = state.listings.get((bucket, prefix)) if after else None
-    if keys is None:  # a first page walks the folder once; later pages of the listing reuse it
-        keys = []
-        start = base / prefix.rsplit("/", 1)[0] if "/" in prefix else base
-        for folder, _dirs, files in os.walk(start):
-            for name in files:
-                path = Path(folder, name)
-                key = path.relative_to(base).as_posix()
-                if key.startswith(prefix):
-                    keys.append((key, path.stat()))
-        keys.sort()
-        state.listings[(bucket, prefix)] = keys
-    contents: list[str] = []
-    prefixes: list[str] = []
-    last = ""
-    truncated = False
-    for key, stat in keys:
-        if key <= after:
-            continue
-        rest = key[len(prefix) :]
-        if delimiter and delimiter in rest:
-            common = prefix + rest.split(delimiter, 1)[0] + delimiter
-            if common <= after or (prefixes and prefixes[-1] == common):
-                continue
-            entry = common
-            prefixes.append(common)
-        else:
-            entry = key
-            shown = quote(key) if encode else escape(key)
-            contents.append(
-                f"<Contents><Key>{shown}</Key><LastModified>{_iso(stat.st_mtime)}</LastModified>"
-                f"<ETag>{escape(_etag(stat))}</ETag><Size>{stat.st_size}</Size>"
-                "<StorageClass>STANDARD</StorageClass></Contents>"
-            )
-        last = entry
-        if len(contents) + len(prefixes) >= max_keys:
-            truncated = True
-            break
+    max_keys = int(query.get("max-keys", "1000"))
+    page = state.listings.page(
+        bucket,
+        prefix,
+        delimiter=query.get("delimiter", ""),
+        after=query.get("continuation-token") or query.get("start-after") or "",
+        max_keys=max_keys,
+    )
+    contents = [
+        f"<Contents><Key>{quote(key) if encode else escape(key)}</Key>"
+        f"<LastModified>{_iso(stat.st_mtime)}</LastModified>"
+        f"<ETag>{escape(_etag(stat))}</ETag><Size>{stat.st_size}</Size>"
+        "<StorageClass>STANDARD</StorageClass></Contents>"
+        for key, stat in page.contents
+    ]
+    prefixes, truncated, last = page.prefixes, page.truncated, page.last
     common_xml = "".join(
         f"<CommonPrefixes><Prefix>{quote(p) if encode else escape(p)}</Prefix></CommonPrefixes>" for p in prefixes
     )
@@ -294,6 +275,7 @@ async def _serve(state: _State, request: web.Request) -> web.StreamResponse:
         if request.method == "GET" and "location" in request.query:
             return _xml(f'<LocationConstraint xmlns="{_NS}"></LocationConstraint>')
         if request.method == "GET":
+            await asyncio.sleep(state.list_latency)
             return _list(state, bucket, request.query)
         return web.Response(status=200)
     state.requests[request.method] += 1

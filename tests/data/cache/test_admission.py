@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.data.conftest import FakeClock
+from tests.data.conftest import wall_clock
 from uc_jupyter.data.cache import CacheBudgetError, FileCache
 
 from .conftest import get
@@ -17,14 +17,14 @@ from .conftest import get
 def test_a_group_in_use_keeps_its_files_and_the_coldest_group_goes_first(tmp_path: Path) -> None:
     """Recency is per group (one dataset's listing): a pass marks its group used, so another
     group's downloads evict the files of groups unused for the grace period instead."""
-    clock = FakeClock()
+    clock = wall_clock()
     cache = FileCache(
         tmp_path, max_bytes=4_000, min_free_bytes=0, headroom=0.0, grace_seconds=60, clock=clock, sleep=clock.sleep
     )
     first = {name: get(cache, name, name.encode() * 500, group=name[0]) for name in ("a0", "c0", "a1")}
     for got in first.values():
         cache.release(got)
-    clock.now += 61
+    clock.advance(61)
     cache.mark_used("a")  # a pass over a's listing starts
     newcomer = get(cache, "b0", b"b" * 1000, group="b")  # room for it: one file must go
     assert newcomer.resident
@@ -34,7 +34,7 @@ def test_a_group_in_use_keeps_its_files_and_the_coldest_group_goes_first(tmp_pat
 
 
 def test_a_full_disk_refuses_within_seconds_not_after_the_whole_wait(tmp_path: Path) -> None:
-    clock = FakeClock()
+    clock = wall_clock()
     floor = shutil.disk_usage(tmp_path).total  # more than can ever be free
     cache = FileCache(tmp_path, max_bytes=10_000, min_free_bytes=floor, clock=clock, sleep=clock.sleep)
     waited_from = clock.now

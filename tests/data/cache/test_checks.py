@@ -13,6 +13,7 @@ import pytest
 
 from uc_jupyter.data.cache import CacheIntegrityWarning, FileCache, Ticket
 from uc_jupyter.testing.mounts import MountUnavailable, mounted
+from uc_jupyter.testing.waits import wait_until
 
 from .conftest import get
 
@@ -52,10 +53,9 @@ def test_a_finished_download_is_a_hit_here_at_once_and_elsewhere_once_entered(tm
     hit = mine.lookup(key, 5, name="x.bin")
     assert hit is not None
     mine.release(hit)
-    deadline = time.monotonic() + 10
-    while (seen := other.lookup(key, 5, name="x.bin")) is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert seen is not None, "never entered into the index"
+    seen = wait_until(
+        lambda: other.lookup(key, 5, name="x.bin"), "the file to be entered into the index", 10, interval_s=0.02
+    )
     other.release(seen)
 
 

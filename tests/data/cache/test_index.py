@@ -13,6 +13,7 @@ from pathlib import Path
 
 from uc_jupyter.data.cache import CacheIntegrityWarning, CacheStats, FileCache, Ticket
 from uc_jupyter.data.cache.index import FLUSH_SECONDS
+from uc_jupyter.testing.clocks import ManualClock
 
 from .conftest import get
 
@@ -52,19 +53,16 @@ class Timers:
     """The cache's flush timer on a clock of the test's own: work runs when ``advance`` passes its time."""
 
     def __init__(self) -> None:
-        self.now = 1000.0
+        self.clock = ManualClock(now=1000.0)
         self.started: list[tuple[float, Callable[[], None]]] = []
 
     def __call__(self, seconds: float, work: Callable[[], None]) -> None:
-        self.started.append((self.now + seconds, work))
-
-    def clock(self) -> float:
-        return self.now
+        self.started.append((self.clock() + seconds, work))
 
     def advance(self, seconds: float) -> None:
-        self.now += seconds
-        due = [work for at, work in self.started if at <= self.now]
-        self.started = [(at, work) for at, work in self.started if at > self.now]
+        now = self.clock.advance(seconds)
+        due = [work for at, work in self.started if at <= now]
+        self.started = [(at, work) for at, work in self.started if at > now]
         for work in due:
             work()
 
@@ -80,7 +78,7 @@ def test_finished_downloads_are_entered_by_the_flush_timer_once_its_time_has_com
         assert isinstance(ticket, Ticket)
         Path(ticket.tmp).write_bytes(b"hello")
         cache.release(cache.finish(ticket))
-    assert [at for at, _ in timers.started] == [timers.now + FLUSH_SECONDS]  # one timer for both
+    assert [at for at, _ in timers.started] == [timers.clock() + FLUSH_SECONDS]  # one timer for both
     assert other.reserve(wanted, group="g") == ["busy", "busy"]  # put in place, not entered yet
     timers.advance(FLUSH_SECONDS / 2)
     assert other.reserve(wanted, group="g") == ["busy", "busy"]

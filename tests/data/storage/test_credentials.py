@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from uc_jupyter.data.downloads import Job
 from uc_jupyter.data.remote import RetryPolicy, VolumeReadError
 from uc_jupyter.data.storage import VolumeStorage, open_storage
 from uc_jupyter.testing.moto_iam import REGION, MotoIam, moto_iam
@@ -77,13 +78,14 @@ def read_all(storage: VolumeStorage, tmp_path: Path) -> dict[str, bytes]:
     downloads = storage.downloads(ONCE, on_retry=lambda: None, threads=4)
     try:
         jobs = [
-            (f"{BUCKET}/data/{name}", str(tmp_path / f"{i}.out"), f"{WHERE}/{name}") for i, name in enumerate(listed)
+            Job(f"{BUCKET}/data/{name}", str(tmp_path / f"{i}.out"), f"{WHERE}/{name}", len(FILES[name]))
+            for i, name in enumerate(listed)
         ]
         for future in downloads.start(jobs):
             future.result(60)
     finally:
         downloads.close()
-    return {name: Path(local).read_bytes() for name, (_, local, _) in zip(listed, jobs, strict=True)}
+    return {name: Path(job.local).read_bytes() for name, job in zip(listed, jobs, strict=True)}
 
 
 def test_keys_in_the_options_sign_alone_whatever_the_environment_holds(
@@ -234,7 +236,7 @@ def test_wrong_keys_are_one_line_naming_the_volume_and_what_to_do(moto: MotoIam,
     assert str(listing.value).startswith(f"cannot list {WHERE}: the storage refused the credentials (403")
     assert "check" in str(listing.value) and "\n" not in str(listing.value)
     downloads = storage.downloads(RetryPolicy(attempts=3, base_seconds=0.001), on_retry=lambda: None, threads=1)
-    [future] = downloads.start([(f"{BUCKET}/data/a.bin", str(tmp_path / "a"), f"{WHERE}/a.bin")])
+    [future] = downloads.start([Job(f"{BUCKET}/data/a.bin", str(tmp_path / "a"), f"{WHERE}/a.bin", 10)])
     with pytest.raises(VolumeReadError) as read:
         future.result(60)
     downloads.close()
@@ -258,7 +260,11 @@ def test_a_download_outside_the_folder_is_refused_however_it_is_spelled(moto: Mo
         "other/data/a.bin",
         f"{BUCKET}/data/%2E%2E/outside.bin",
     ]
-    futures = downloads.start([(path, str(tmp_path / f"{i}"), f"{WHERE}/x{i}") for i, path in enumerate(spellings)])
+    # The outside object's true size: a spelling that reached it would download it whole, and fail this test.
+    jobs = [
+        Job(path, str(tmp_path / f"{i}"), f"{WHERE}/x{i}", len(b"not the volume's")) for i, path in enumerate(spellings)
+    ]
+    futures = downloads.start(jobs)
     for i, future in enumerate(futures):
         with pytest.raises(VolumeReadError, match=rf"^cannot read {WHERE}/x{i}: "):
             future.result(60)
@@ -306,7 +312,7 @@ def test_futures_of_one_batch_all_end(moto: MotoIam, tmp_path: Path) -> None:
     downloads = open_storage(f"s3://{BUCKET}/data", moto.options(), where=WHERE).downloads(
         ONCE, on_retry=lambda: None, threads=8
     )
-    jobs = [(f"{BUCKET}/data/a.bin", str(tmp_path / f"{i}"), f"{WHERE}/a.bin") for i in range(20)]
+    jobs = [Job(f"{BUCKET}/data/a.bin", str(tmp_path / f"{i}"), f"{WHERE}/a.bin", 10) for i in range(20)]
     done, _ = cf.wait(downloads.start(jobs), timeout=60)
     downloads.close()
     assert len(done) == 20 and all(f.exception() is None for f in done)

@@ -15,6 +15,7 @@ from uc_jupyter.testing.s3_server import S3TestServer
 SCRIPT = textwrap.dedent(
     """
     import json, os, sys
+    from uc_jupyter.data.downloads import Job
     from uc_jupyter.data.remote import RetryPolicy
     from uc_jupyter.data.storage import objects, open_storage
 
@@ -25,7 +26,7 @@ SCRIPT = textwrap.dedent(
         files = sorted(r for page in storage.pages(recursive=True) for r, _, _ in page.files)
         downloads = storage.downloads(RetryPolicy(attempts=1), on_retry=lambda: None, threads=2)
         local = os.path.join(out, name)
-        downloads.start([("forks/data/a.bin", local, "/Volumes/c/s/v/a.bin")])[0].result(60)
+        downloads.start([Job("forks/data/a.bin", local, "/Volumes/c/s/v/a.bin", 8)])[0].result(60)
         downloads.close()
         with open(local, "rb") as f:
             return files, f.read(), type(downloads).__name__

@@ -1,5 +1,6 @@
-"""Listing a volume folder through object_store in pages, first page first: what a listing finds,
-a missing folder, a file given for a folder, and sub-folders a flat listing reports."""
+"""Listing a volume folder through object_store in pages: what a listing finds, its sub-folders
+listed at once in key order, a missing folder, a file given for a folder, and sub-folders a flat
+listing reports."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from uc_jupyter.catalog import NotFound
+from uc_jupyter.data.downloads import Job
 from uc_jupyter.data.remote import RetryPolicy
 from uc_jupyter.data.storage import open_storage
 from uc_jupyter.testing.moto_iam import MotoIam, moto_iam
@@ -37,6 +39,38 @@ def test_a_recursive_listing_comes_in_pages_of_the_folder_only(s3: S3TestServer)
     found = {relative: size for page in pages for relative, size, _ in page.files}
     assert len(found) == 2101 and found["sub/deep.bin"] == 4 and found["f00003.bin"] == 3
     assert all(version for page in pages for _, _, version in page.files)  # ETags: a changed file is a new key
+
+
+def test_sub_folders_are_listed_at_once_and_the_entries_come_in_key_order(s3: S3TestServer) -> None:
+    folder = s3.bucket("tree") / "data"
+    names = ["a.bin", "b-1.bin", "b.bin", "b0.bin", "z.bin"]  # '-' and '.' sort before "b/", '0' after it
+    names += [f"{part}/{i:04d}.bin" for part in ("b", "c", "d", "e") for i in range(1100)]  # two pages each
+    names += ["b/deeper/x.bin", "c/deeper/even/y.bin"]
+    for name in names:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(b"x")
+    s3.reset()
+    s3.configure(latency=0.05)  # each page waits: listings of one folder after another would never overlap
+    try:
+        pages = list(open_storage("s3://tree/data", s3.storage_options, where=WHERE).pages(recursive=True))
+    finally:
+        s3.configure(latency=0.0)
+    listed = [relative for page in pages for relative, _, _ in page.files]
+    assert listed == sorted(names)  # the order a sequential listing gives, whatever answered first
+    stats = s3.stats()
+    assert stats["in_flight"]["peak"] >= 4  # the four sub-folders at once
+    assert stats["requests"]["LIST"] == 1 + 4 * 2  # one delimiter listing, then each folder's pages once
+
+
+def test_a_folder_without_sub_folders_is_listed_once(s3: S3TestServer) -> None:
+    folder = s3.bucket("flatonly") / "data"
+    folder.mkdir(parents=True)
+    for i in range(2500):
+        (folder / f"{i:05d}.bin").write_bytes(b"x")
+    s3.reset()
+    pages = list(open_storage("s3://flatonly/data", s3.storage_options, where=WHERE).pages(recursive=True))
+    assert sum(len(page.files) for page in pages) == 2500
+    assert s3.stats()["requests"]["LIST"] == 3  # the delimiter listing's own pages: nothing listed twice
 
 
 def test_a_flat_listing_reports_its_sub_folders(s3: S3TestServer) -> None:
@@ -90,6 +124,6 @@ def test_keys_object_store_cannot_address_are_left_out_with_a_warning(moto: Moto
         found = [relative for page in storage.pages(recursive=True) for relative, _, _ in page.files]
     assert found == ["ok.bin"]
     downloads = storage.downloads(RetryPolicy(attempts=1), on_retry=lambda: None, threads=1)
-    downloads.start([("hostile/data/ok.bin", str(tmp_path / "ok"), f"{WHERE}/ok.bin")])[0].result(60)
+    downloads.start([Job("hostile/data/ok.bin", str(tmp_path / "ok"), f"{WHERE}/ok.bin", 2)])[0].result(60)
     downloads.close()
     assert (tmp_path / "ok").read_bytes() == b"12"

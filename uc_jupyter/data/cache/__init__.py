@@ -18,8 +18,10 @@ locks that keep handed-out files from eviction), :mod:`~uc_jupyter.data.cache.in
 file is served), :mod:`~uc_jupyter.data.cache.ledger` (the index's tables: entries, reservations,
 bytes, rebuild), :mod:`~uc_jupyter.data.cache.index` (transactions, batched bookkeeping, recovery),
 :mod:`~uc_jupyter.data.cache.disk` (what files, index and folders take on disk),
-:mod:`~uc_jupyter.data.cache.admission` (room within the budget, eviction), and
-:mod:`~uc_jupyter.data.cache.filecache` (:class:`FileCache`, which joins them).
+:mod:`~uc_jupyter.data.cache.admission` (room within the budget, eviction),
+:mod:`~uc_jupyter.data.cache.streams` (whose a stream folder is), :mod:`~uc_jupyter.data.cache.leftovers`
+(what dead processes left, taken back), and :mod:`~uc_jupyter.data.cache.filecache` (:class:`FileCache`,
+which joins them).
 
 Why it is built this way:
 

@@ -34,8 +34,8 @@ from uc_jupyter.data.cache.handles import CachedFile, CacheStats, Ticket
 from uc_jupyter.data.cache.index import Index, Timer
 from uc_jupyter.data.cache.integrity import fingerprint, seal, stamp
 from uc_jupyter.data.cache.ledger import Finished, Record
+from uc_jupyter.data.cache.leftovers import reclaim_dead
 from uc_jupyter.data.cache.pins import OPEN_FLAGS, Pin
-from uc_jupyter.processes import alive
 
 if TYPE_CHECKING:
     from uc_jupyter.data.cache.checks import Wants
@@ -283,6 +283,18 @@ class FileCache:
             disk_bytes=disk_files + structure(self._base, block=block),
         )
 
+    def resident_bytes(self) -> int:
+        """The bytes of the resident files now (the queued index writes flushed, then one read):
+        what :meth:`stats` says of them, without its disk and folder measurements, for decisions
+        made per batch of downloads.
+
+        Example:
+            >>> FileCache("/tmp/cache").resident_bytes()  # doctest: +SKIP
+            0
+        """
+        self.flush()
+        return int(self._index.run(lambda conn: conn.execute("SELECT resident FROM ledger").fetchone()[0], write=False))
+
     def clear(self) -> int:
         """Delete every resident file not pinned right now; return how many were deleted."""
         query = "SELECT key, size, path FROM entries ORDER BY used, key"
@@ -297,43 +309,9 @@ class FileCache:
         """Take back what processes that died (``kill -9``) left: reservations (a finished download
         whose entry was not written yet is adopted), temporary and streamed files. A DataLoader
         worker's wait while its parent lives (see :mod:`~uc_jupyter.data.cache.streams`), unless
-        ``parent`` is that parent: then only those workers' are taken back."""
-        verdicts: dict[int, bool] = {}
-
-        def dead(pid: int) -> bool:
-            if pid not in verdicts:
-                verdicts[pid] = pid != parent and not alive(pid)
-            return verdicts[pid]
-
-        folders = list(os.scandir(f"{self._base}/stream"))
-        parents = streams.owners(entry.name for entry in folders)
-        if parent is not None:  # only the calling process's workers; the others stay as they are
-            parents = {pid: None for pid, up in parents.items() if up == parent}
-
-        def gone(pid: int) -> bool:
-            return (parent is None or pid in parents) and streams.gone(pid, parents, dead)
-
-        # Files first, then the ledger: the other way round, the bytes would count as free while
-        # the files still take the disk. Each process is judged when it is met, not from a list
-        # made earlier, which could miss a process that started meanwhile and take back its room.
-        for entry in folders:
-            pid, _ = streams.owner(entry.name)
-            if pid is not None and gone(pid):
-                shutil.rmtree(entry.path, ignore_errors=True)
-        for tmp in os.scandir(f"{self._base}/tmp"):
-            owner = tmp.name.split(".")[1] if tmp.name.count(".") >= 2 else ""
-            if owner.isdigit() and gone(int(owner)):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp.path)
-
-        def reclaim(conn: sqlite3.Connection) -> None:
-            rows = conn.execute("SELECT id, pid, key, size, resident, grp, path FROM reservations").fetchall()
-            now = self._clock()
-            for row in rows:
-                if gone(row[1]):
-                    ledger.reclaim(conn, tuple(row), self._base, now=now)
-
-        self._index.write(reclaim)
+        ``parent`` is that parent: then only those workers' are taken back
+        (:mod:`~uc_jupyter.data.cache.leftovers`)."""
+        reclaim_dead(self._index, self._base, self._clock, parent=parent)
 
     # ---------------------------------------------------------------- misses
     def _finish(self, ticket: Ticket, *, later: bool) -> CachedFile:
@@ -347,12 +325,10 @@ class FileCache:
         try:
             found = os.fstat(fd) if fd >= 0 else None
             actual = found.st_size if found is not None and stat.S_ISREG(found.st_mode) else -1
-            if actual != ticket.size:
-                read = "nothing" if actual < 0 else str(actual)
-                raise OSError(
-                    f"the remote file changed while it was listed: {ticket.size} bytes were listed, "
-                    f"{read} were read; list the folder again"
-                )
+            if actual != ticket.size:  # a dataset's downloads check first; the same error for any other fetch
+                from uc_jupyter.data.downloads import changed_since_listing  # the one text; imported only here
+
+                raise changed_since_listing(ticket.name or ticket.key, ticket.size, max(actual, 0))
             os.fchmod(fd, layout.FILE_MODE)  # whatever mode the downloader created it with
             if not ticket.resident:
                 streamed = f"{self._pid_dir('stream')}/{next(_SEQUENCE)}{layout.suffix(ticket.name)}"

@@ -37,7 +37,7 @@ __all__ = [
     "store_args",
 ]
 
-# Connections kept per store: at least the prefetch ceiling per stream (prefetch.MAX_DEPTH, not
+# Connections kept per store: at least the prefetch ceiling per stream (pace.MAX_DEPTH, not
 # imported here so this module stays importable without the data path).
 MAX_CONNECTIONS = 128
 OBJECT_STORE_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "az", "azure", "abfs", "abfss"})

@@ -17,9 +17,10 @@ Example:
 
 from __future__ import annotations
 
+import pickle
 import re
 
-__all__ = ["StorageResponseError", "as_os_error", "first_line", "refused_because"]
+__all__ = ["StorageResponseError", "as_os_error", "first_line", "picklable", "refused_because"]
 
 _STATUS = re.compile(r"status code: (\d{3})")
 _CODE = re.compile(r"<Code>([^<]{1,100})</Code>")
@@ -77,3 +78,12 @@ def as_os_error(exc: Exception) -> Exception:
     if any(word in lowered for word in _CONNECTION):
         return ConnectionError(shown)
     return OSError(shown)
+
+
+def picklable(exc: BaseException) -> BaseException:
+    """``exc``, or an OSError with its type and first line when it does not survive pickling (to
+    send it from a listing process or thread to the process that reads the listing)."""
+    try:
+        return pickle.loads(pickle.dumps(exc))  # type: ignore[no-any-return]
+    except Exception:
+        return OSError(f"{type(exc).__name__}: {first_line(exc)}")

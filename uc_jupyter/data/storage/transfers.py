@@ -1,13 +1,17 @@
 """Downloads through an obstore store, all on one event-loop thread per process.
 
-A download is one ranged GET on the process's loop, asked for with ``get_range_async`` and
-answered through a done-callback of the future it returns (no task or coroutine per file: those
-cost more CPU per file than the answer's own handling). The body is written into the target file
-on a files thread (never on the loop: creating a file can block for a long time while the file
-system commits its journal, and would hold up every other transfer), where the future is completed
-too, so its callbacks (which lock and rename files) never run on the loop. Bodies up to
-``_MEMORY_BODY`` are taken whole; larger ones (and empty ones, which have no range) take a plain GET
-in a task, a large body written chunk by chunk as it comes. Transient failures are retried by
+A download is one ranged GET on the process's loop of the job's listed size + 1 bytes, asked for
+with ``get_range_async`` and answered through a done-callback of the future it returns (no task or
+coroutine per file: those cost more CPU per file than the answer's own handling). A body of another
+length than listed ends the download with
+:func:`~uc_jupyter.data.downloads.changed_since_listing`'s error: a listed file swapped for a much
+larger one costs one byte more than listed, never its new length. The body is written into the
+target file on a files thread (never on the loop: creating a file can block for a long time while
+the file system commits its journal, and would hold up every other transfer), where the future is
+completed too, so its callbacks (which lock and rename files) never run on the loop. Files listed up
+to ``_MEMORY_BODY`` are taken whole; larger ones take the same range in a task, its size checked
+before the body is read and the body written chunk by chunk as it comes; an empty one is only asked
+for its size (a HEAD: there is no range of nothing). Transient failures are retried by
 :func:`uc_jupyter.data.remote.retry_delay` with the dataset's policy (object_store's own retries are
 off for GETs), so they are counted and classified as with fsspec. A cancelled download's GET is
 dropped (and its connection with it). After a fork the child starts a loop of its own (the parent's
@@ -22,7 +26,7 @@ of a coroutine per file saves about 10 us per file (142-151 us at latency 0).
 
 Example:
     >>> downloads = ObjectDownloads(store, "lake/images", RetryPolicy())              # doctest: +SKIP
-    >>> [f] = downloads.start([("lake/images/a.png", "/tmp/a.png", "/Volumes/c/s/v/a.png")])  # doctest: +SKIP
+    >>> [f] = downloads.start([Job("lake/images/a.png", "/tmp/a.png", "/Volumes/c/s/v/a.png", 231)])  # doctest: +SKIP
     >>> f.result()                                                                     # doctest: +SKIP
 """
 
@@ -38,6 +42,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from uc_jupyter.data.downloads import Job, changed_since_listing
 from uc_jupyter.data.remote import RetryPolicy, VolumeReadError, retry_delay
 from uc_jupyter.data.storage.errors import as_os_error
 
@@ -57,10 +62,10 @@ class _Job:
     """One download, on the loop thread: what it waits for now (a GET's answer, a task, or the
     timer of its next attempt; None once its body is being written) and its attempts so far."""
 
-    __slots__ = ("attempt", "future", "key", "local", "waiting", "where")
+    __slots__ = ("attempt", "future", "key", "local", "size", "waiting", "where")
 
-    def __init__(self, key: str, local: str, where: str, future: cf.Future[None]) -> None:
-        self.key, self.local, self.where, self.future = key, local, where, future
+    def __init__(self, key: str, local: str, where: str, size: int, future: cf.Future[None]) -> None:
+        self.key, self.local, self.where, self.size, self.future = key, local, where, size, future
         self.waiting: asyncio.Future[Any] | asyncio.Handle | None = None
         self.attempt = 0
 
@@ -83,10 +88,10 @@ class ObjectDownloads:
         self._idle.set()
         self._closed = False
 
-    def start(self, jobs: Sequence[tuple[str, str, str]]) -> list[cf.Future[None]]:
+    def start(self, jobs: Sequence[Job]) -> list[cf.Future[None]]:
         futures = []
         work = []
-        for remote, local, where in jobs:
+        for remote, local, where, size in jobs:
             future: cf.Future[None] = cf.Future()
             future.set_running_or_notify_cancel()  # it ends when the download has stopped, not before
             futures.append(future)
@@ -94,7 +99,7 @@ class ObjectDownloads:
                 why = "the downloads are closed" if self._closed else "it lies outside the volume's folder"
                 future.set_exception(VolumeReadError(f"cannot read {where}: {why}"))
                 continue
-            work.append(_Job(remote[len(self._root) :], local, where, future))
+            work.append(_Job(remote[len(self._root) :], local, where, size, future))
         if work:
             with self._count:
                 self._running += len(work)
@@ -119,15 +124,25 @@ class ObjectDownloads:
             self._ask(job)
 
     def _ask(self, job: _Job) -> None:
-        """One ranged GET of the first ``_MEMORY_BODY + 1`` bytes, whose answer is the body itself:
-        a plain GET answers a result and then its body, two crossings between object_store and
-        Python, which cost about 60-100 us more CPU per file (measured side by side, 16 KiB
-        objects). :meth:`_answered` takes the answer on the loop, no task or coroutine between."""
+        """One ranged GET of the listed size + 1 bytes, whose answer is the body itself: a plain
+        GET answers a result and then its body, two crossings between object_store and Python,
+        which cost about 60-100 us more CPU per file (measured side by side, 16 KiB objects).
+        :meth:`_answered` takes the answer on the loop, no task or coroutine between. A file listed
+        larger than ``_MEMORY_BODY`` is streamed in a task; an empty one is asked its size (HEAD)."""
         import obstore
 
+        if job.size > _MEMORY_BODY:
+            task = asyncio.get_running_loop().create_task(self._whole(job))
+            task.add_done_callback(functools.partial(self._task_over, job))
+            job.waiting = task
+            return
         try:
             # A Future already (ensure_future returns it as it is); typed a coroutine in obstore's stubs.
-            answer = asyncio.ensure_future(obstore.get_range_async(self._store, job.key, start=0, end=_MEMORY_BODY + 1))
+            answer = asyncio.ensure_future(
+                obstore.get_range_async(self._store, job.key, start=0, end=job.size + 1)
+                if job.size
+                else obstore.head_async(self._store, job.key)
+            )
         except Exception as exc:  # refused before any request (a closed store, say)
             self._failed(job, exc)
             return
@@ -135,24 +150,29 @@ class ObjectDownloads:
         answer.add_done_callback(functools.partial(self._answered, job))
 
     def _answered(self, job: _Job, answer: asyncio.Future[Any]) -> None:
-        """A ranged GET ended: the body goes to the files thread; an object over ``_MEMORY_BODY``
-        bytes (or an empty one, which has no range to answer) is read again in a task."""
+        """A ranged GET (or an empty file's HEAD) ended: a body of the listed size goes to the files
+        thread; any other length ends the download, nothing written."""
         if answer.cancelled():
             self._ended(job, DownloadCancelled("the download was cancelled"))
             return
         error = answer.exception()
-        if error is None:
-            body = answer.result()
-            if len(body) <= _MEMORY_BODY:
-                job.waiting = None
-                self._ended(job, None, body)
-                return
-        elif not (isinstance(error, Exception) and _range_refused(as_os_error(error))):
-            self._failed(job, error)
+        if error is not None:
+            if job.size and isinstance(error, Exception) and _range_refused(as_os_error(error)):
+                # The range starts at 0: a store refuses it only for an object that is empty now.
+                self._ended(job, changed_since_listing(job.where, job.size, 0))
+            else:
+                self._failed(job, error)
             return
-        task = asyncio.get_running_loop().create_task(self._whole(job))
-        task.add_done_callback(functools.partial(self._task_over, job))
-        job.waiting = task
+        job.waiting = None
+        if not job.size:  # the HEAD's metadata
+            now = int(answer.result()["size"])
+            self._ended(job, changed_since_listing(job.where, 0, now) if now else None, b"")
+            return
+        body = answer.result()
+        if len(body) != job.size:
+            self._ended(job, changed_since_listing(job.where, job.size, len(body) if len(body) < job.size else None))
+            return
+        self._ended(job, None, body)
 
     def _task_over(self, job: _Job, task: asyncio.Task[None]) -> None:
         if task.cancelled():  # cancelled before it started: its own handler never ran
@@ -175,22 +195,26 @@ class ObjectDownloads:
         job.waiting = asyncio.get_running_loop().call_later(delay, self._ask, job)
 
     async def _whole(self, job: _Job) -> None:
-        """An object that a single ranged GET does not answer whole: a plain GET, streamed into the
-        file when it is larger than ``_MEMORY_BODY`` (the rare path; retried like the others)."""
+        """A file listed larger than ``_MEMORY_BODY``: the same range (listed size + 1) as a GET
+        whose answer says the object's size before its body is read (one of another size is
+        dropped unread), streamed into the file (the rare path; retried like the others)."""
         import obstore
 
         try:
-            result = await obstore.get_async(self._store, job.key)
-            if result.meta["size"] <= _MEMORY_BODY:
-                body = await result.bytes_async()
-                job.waiting = None
-                self._ended(job, None, body)
-                return
-            await self._stream(result, job.local)
+            result = await obstore.get_async(self._store, job.key, options={"range": (0, job.size + 1)})
+            now = int(result.meta["size"])
+            if now != job.size:
+                raise changed_since_listing(job.where, job.size, now)
+            await self._stream(result, job)
         except asyncio.CancelledError:
             self._ended(job, DownloadCancelled("the download was cancelled"))
+        except VolumeReadError as changed:  # final, never retried
+            self._ended(job, changed)
         except Exception as exc:
-            self._failed(job, exc)
+            if _range_refused(as_os_error(exc)):  # the range starts at 0: the object is empty now
+                self._ended(job, changed_since_listing(job.where, job.size, 0))
+            else:
+                self._failed(job, exc)
         else:
             job.waiting = None
             self._ended(job, None, streamed=True)
@@ -220,15 +244,22 @@ class ObjectDownloads:
             if not self._running:
                 self._idle.set()
 
-    async def _stream(self, result: Any, local: str) -> None:
-        """A large body into the file as it arrives, each chunk written on the files thread."""
+    async def _stream(self, result: Any, job: _Job) -> None:
+        """A large body into the file as it arrives, each chunk written on the files thread; never
+        more than the listed size (a store that sent more than it was asked for is refused)."""
         loop = asyncio.get_running_loop()
-        fd = await loop.run_in_executor(_files(), _open, local)
+        fd = await loop.run_in_executor(_files(), _open, job.local)
+        read = 0
         try:
             async for chunk in result.stream(min_chunk_size=_CHUNK):
+                read += len(chunk)
+                if read > job.size:
+                    raise changed_since_listing(job.where, job.size, None)
                 await loop.run_in_executor(_files(), _write_all, fd, chunk)
         finally:
             await loop.run_in_executor(_files(), os.close, fd)
+        if read != job.size:
+            raise changed_since_listing(job.where, job.size, read)
 
     # ---------------------------------------------------------------- on the files thread
     def _write(
