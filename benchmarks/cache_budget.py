@@ -28,7 +28,17 @@ import os
 import statistics
 from collections.abc import Sequence
 
-from volume_loading import Pass, bench_env, checked, exit_on_sigterm, print_conditions, timed, verdict, volume_loader
+from volume_loading import (
+    Pass,
+    add_store_arguments,
+    bench_env,
+    checked,
+    exit_on_sigterm,
+    print_conditions,
+    timed,
+    verdict,
+    volume_loader,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -38,9 +48,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--files", type=int, default=5000, help="file count (5000)")
     parser.add_argument("--epochs", type=int, default=3, help="epochs, the first one cold (3)")
-    parser.add_argument("--latency-mean", type=float, default=0.03, help="mean seconds per request (0.03)")
-    parser.add_argument("--bandwidth", type=float, default=50e6, help="bytes/s, all connections (50e6)")
-    parser.add_argument("--workers", type=int, default=2, help="DataLoader workers (2)")
+    add_store_arguments(parser)
     parser.add_argument("--pass-limit", type=float, default=60.0, help="seconds an epoch may take, then left (60)")
     args = parser.parse_args(argv)
     if args.files < 64 or args.epochs < 2 or args.workers < 0 or args.bandwidth <= 0:

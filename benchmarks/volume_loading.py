@@ -479,13 +479,19 @@ def print_conditions(args: argparse.Namespace) -> float:
     return needed
 
 
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    """The store's latency and bandwidth and the loader's workers: issue 16's conditions by default
+    (this benchmark's and cache_budget.py's)."""
+    parser.add_argument("--latency-mean", type=float, default=0.03, help="mean seconds per request (0.03)")
+    parser.add_argument("--bandwidth", type=float, default=50e6, help="bytes/s, all connections (50e6)")
+    parser.add_argument("--workers", type=int, default=2, help="DataLoader workers (2)")
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--files", type=int, nargs="+", default=[5000, 20000], help="file counts (5000 20000)")
     parser.add_argument("--rounds", type=int, default=5, help="warm epochs and local passes, alternated (5)")
-    parser.add_argument("--latency-mean", type=float, default=0.03, help="mean seconds per request (0.03)")
-    parser.add_argument("--bandwidth", type=float, default=50e6, help="bytes/s, all connections (50e6)")
-    parser.add_argument("--workers", type=int, default=2, help="DataLoader workers (2)")
+    add_store_arguments(parser)
     parser.add_argument("--pass-limit", type=float, default=120.0, help="seconds a pass may take, then left (120)")
     args = parser.parse_args(argv)
     if min(args.files) < BATCH_SIZE or args.rounds < 1 or args.workers < 0:

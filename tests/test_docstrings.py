@@ -36,7 +36,7 @@ from uc_jupyter.distributed import errors as rank_errors
 from uc_jupyter.jupyter import args
 from uc_jupyter.tables import spark_server, spark_watchdog
 from uc_jupyter.telemetry import collector, model, producer, reporter, uplink
-from uc_jupyter.testing import boards, clocks, kernels, served, waits
+from uc_jupyter.testing import boards, clocks, kernels, scripts, served, waits
 from uc_jupyter.ucserver import app as ucserver_app
 from uc_jupyter.ucserver import auth as ucserver_auth
 from uc_jupyter.ucserver import routes_data as ucserver_routes_data
@@ -55,7 +55,7 @@ from uc_jupyter.widgets import charts, view
         *(progress, spark_server, spark_watchdog, kernels, boards),
         *(wire, wire_errors, ucserver, ucserver_app, ucserver_auth, ucserver_routes_data, ucserver_serve),
         *(http, vended, wire_read, rest_names, served, ucserver_routes_extensions),
-        *(pace, remote, wanted, waits, clocks),
+        *(pace, remote, wanted, waits, clocks, scripts),
     ],
     ids=lambda m: m.__name__,
 )

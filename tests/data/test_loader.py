@@ -28,6 +28,7 @@ from uc_jupyter.data.loader import BatchTiming
 from uc_jupyter.processes import free_port
 from uc_jupyter.telemetry.mlflow_sink import metric_names
 from uc_jupyter.testing.clocks import ManualClock
+from uc_jupyter.testing.scripts import run_python
 from uc_jupyter.testing.waits import wait_until
 
 from .conftest import WorkerTagged, wall_clock, write_files
@@ -231,15 +232,8 @@ def test_workers_are_spawned_once_this_process_has_used_object_storage(s3: Any, 
     folder = s3.bucket("forkless") / "data"
     folder.mkdir()
     (folder / "a.bin").write_bytes(b"body")
-    run = subprocess.run(
-        [sys.executable, "-c", FORK_SAFETY, json.dumps(s3.storage_options), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    clean, dirty, unpicklable, chosen, batches = json.loads(run.stdout.strip().splitlines()[-1])
+    answer, run = run_python(FORK_SAFETY, json.dumps(s3.storage_options), str(tmp_path), timeout=240)
+    clean, dirty, unpicklable, chosen, batches = answer
     assert (clean, dirty, unpicklable, chosen) == (None, "spawn", None, "forkserver")
     assert batches == [[0, 1], [2, 3]]
     notices = [line for line in run.stderr.splitlines() if line.startswith("uc_jupyter DataLoader:")]

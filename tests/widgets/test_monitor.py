@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import itertools
-import json
 import re
-import subprocess
-import sys
 import textwrap
 import threading
 from pathlib import Path
@@ -17,6 +14,7 @@ import pytest
 from uc_jupyter.telemetry.model import Snapshot
 from uc_jupyter.testing.clocks import ManualClock
 from uc_jupyter.testing.kernels import kernel_env, running_kernel
+from uc_jupyter.testing.scripts import run_python
 from uc_jupyter.testing.waits import wait_until
 from uc_jupyter.widgets import LoaderMonitor, monitor, widgets_can_render
 from uc_jupyter.widgets.charts import COLORS
@@ -207,9 +205,7 @@ def test_kernels_render_widgets_terminals_do_not(tmp_path: Path) -> None:
         print(json.dumps(found))
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found, _ = run_python(script, timeout=300)
     assert found == {"plain": False, "terminal": False}
     with running_kernel(env=kernel_env(), cwd=tmp_path, timeout=300) as kernel:
         cell = kernel.run(KERNEL_CELL)

@@ -66,12 +66,6 @@ class GrowingListing:
         self._thread.start()
 
     # ---------------------------------------------------------------- reading
-    @property
-    def done(self) -> bool:
-        """Whether the listing has ended (with its files or an error), without waiting."""
-        self._catch_up()
-        return self._final is not None or self._error is not None
-
     def total(self) -> int | None:
         """How many files the whole listing has, or None while it is still arriving (or failed)."""
         self._catch_up()

@@ -5,12 +5,11 @@ Run in a fresh interpreter: the test process itself has made object_store reques
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 from uc_jupyter.testing.s3_server import S3TestServer
+from uc_jupyter.testing.scripts import run_python
 
 SCRIPT = textwrap.dedent(
     """
@@ -66,15 +65,7 @@ def test_a_clean_maker_lists_without_object_store_and_forked_readers_pick_what_w
     folder.mkdir()
     (folder / "a.bin").write_bytes(b"the body")
     (folder / "b.bin").write_bytes(b"another")
-    run = subprocess.run(
-        [sys.executable, "-c", SCRIPT, json.dumps(s3.storage_options), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    seen, run = run_python(SCRIPT, json.dumps(s3.storage_options), str(tmp_path), timeout=120)
     files = ["a.bin", "b.bin"]
     assert sorted(seen["listed"]) == files and seen["clean"] is True
     assert seen["worker"] == [files, "the body", "ObjectDownloads"]
@@ -119,15 +110,7 @@ def test_forked_dataloader_workers_of_a_fresh_dataset_read_through_object_store(
     folder.mkdir()
     for i in range(24):
         (folder / f"f{i:02d}.bin").write_bytes(f"file {i:02d}".encode())
-    run = subprocess.run(
-        [sys.executable, "-c", DATASET, json.dumps(s3.storage_options), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    seen, run = run_python(DATASET, json.dumps(s3.storage_options), str(tmp_path), timeout=180)
     assert seen["bodies"] == [f"file {i:02d}" for i in range(24)]
     assert seen["clean"] is True and seen["parent_started"] is False  # the maker never started the runtime
     assert "cannot run after a fork" not in run.stderr  # so no worker fell back to fsspec

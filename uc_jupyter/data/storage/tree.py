@@ -59,7 +59,7 @@ def list_tree(
         for folder, pages in listed.items():
             pool.submit(pages.fill, store, folder, entry, page)
         try:
-            yield from _in_key_order(blocks, listed, page)
+            yield from _block_by_block(blocks, listed, page)
         finally:
             for pages in listed.values():  # a listing left early (an error, a closed generator)
                 pages.stop()
@@ -101,7 +101,7 @@ class _Folder:
             yield got
 
 
-def _in_key_order(
+def _block_by_block(
     blocks: Sequence[tuple[str, Entry | None]], listed: Mapping[str, _Folder], page: int
 ) -> Iterator[list[Entry]]:
     """The top's files and each sub-folder's entries, block by block, in pages of ``page`` (a
