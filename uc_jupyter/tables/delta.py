@@ -34,12 +34,14 @@ def open_delta(name: str, *, version: int | None = None, catalog: Catalog | None
     """
     version = opt.maybe_whole_number("version", version)
     cat = catalog or get_catalog()
-    resolved = cat.resolve_table(name)
-    full_name = resolved.table.full_name
+    return _open_resolved(cat, cat.resolve_table(name), version)
+
+
+def _open_resolved(cat: Catalog, resolved: ResolvedTable, version: int | None) -> DeltaTable:
     try:
         return open_snapshot(
             delta_uri(resolved.storage_location),
-            table=full_name,
+            table=resolved.table.full_name,
             version=version,
             storage_options=resolved.storage_options,
         )
@@ -59,8 +61,10 @@ def read_arrow(
     from deltalake.exceptions import DeltaError
 
     columns = opt.column_names("columns", columns)
+    version = opt.maybe_whole_number("version", version)
     cat = catalog or get_catalog()
-    table = open_delta(name, version=version, catalog=cat)
+    resolved = cat.resolve_table(name)  # what a failure is judged against: the table whose files were read
+    table = _open_resolved(cat, resolved, version)
     if columns is not None:
         known = [f.name for f in table.schema().fields]
         unknown = [c for c in columns if c not in known]
@@ -69,7 +73,7 @@ def read_arrow(
     try:
         return pa.RecordBatchReader.from_stream(table.scan(columns=columns)).read_all()
     except (OSError, pa.ArrowException, DeltaError) as exc:  # e.g. its files went away while they were read
-        resolved = cat.resolve_table(name)
+        # Not resolved again here: a table dropped and made again meanwhile would look unchanged.
         failed = SnapshotError(f"table {resolved.table.full_name}: reading its files failed: {first_line(exc)}")
         raise _delta_failure(cat, resolved, failed) from exc
 
