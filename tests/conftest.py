@@ -22,11 +22,12 @@ forks or spawns its workers would depend on the order the suite runs in.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,9 @@ import pytest
 
 from uc_jupyter.catalog import Catalog, get_catalog
 from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.distributed.pool import RankPool
 from uc_jupyter.tables.spark import LocalServer, local_server, stop_local_server
+from uc_jupyter.testing.ray_cluster import RayTestCluster
 
 ADMIN = "admin"
 TEST_CACHE_FLOOR = 64 << 20
@@ -113,7 +116,11 @@ _OBJECT_STORE_FIXTURES = frozenset({"s3", "s3_server", "s3_volume"})
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if _OBJECT_STORE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        names = getattr(item, "fixturenames", ())
+        # A test whose ranks read (make_pool) runs here: its own process makes no object_store request
+        # (the check below still holds it to that), and a forked child could not start Ray: Ray's gRPC
+        # state does not survive a fork of a process that has used it.
+        if _OBJECT_STORE_FIXTURES.intersection(names) and "make_pool" not in names:
             item.add_marker(pytest.mark.in_a_fork)
 
 
@@ -253,3 +260,48 @@ def busy_machine() -> Iterator[None]:
         for spinner in spinners:
             spinner.kill()
             spinner.wait()
+
+
+# ---------------------------------------------------------------- rank pools, here and on Ray
+PoolMaker = Callable[..., RankPool]
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayTestCluster]:
+    """A real Ray cluster of 2 nodes on this machine, each with its own cache folder, for the session.
+
+    Each node offers 4 CPUs to Ray (what Ray schedules by), so a module's 2-rank pool and a test's
+    4-rank pool fit at once; the tests place 2 ranks per node."""
+    caches = [tmp_path_factory.mktemp(f"node{i}-cache") for i in range(2)]
+    node_env = [
+        {"UC_JUPYTER_CACHE_DIR": str(cache), "UC_JUPYTER_CACHE_MIN_FREE_BYTES": str(TEST_CACHE_FLOOR)}
+        for cache in caches
+    ]
+    with RayTestCluster(nodes=2, cpus_per_node=4, node_env=node_env, ray_client=True) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module", params=["local", "ray"])
+def placement(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """Where a module's pools run: None (this machine) or "ray" (the session's Ray cluster)."""
+    if request.param == "local":
+        yield None
+        return
+    cluster: RayTestCluster = request.getfixturevalue("ray_cluster")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("UC_JUPYTER_RAY_ADDRESS", cluster.address)
+        yield "ray"
+
+
+@pytest.fixture
+def make_pool(placement: str | None) -> PoolMaker:
+    """``RankPool`` placed where this run of the test places ranks; on Ray, spread over both nodes
+    when the rank count allows, unless the test says how many nodes."""
+    if placement is None:
+        return functools.partial(RankPool, cluster=None)
+
+    def on_cluster(n: int, **options: Any) -> RankPool:
+        options.setdefault("nodes", 2 if n % 2 == 0 else 1)
+        return RankPool(n, cluster=placement, **options)
+
+    return on_cluster

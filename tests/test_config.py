@@ -1,4 +1,4 @@
-"""Settings from the environment: the cache's budget and floor variables."""
+"""Settings from the environment: the cache's folder, budget and floor variables."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from uc_jupyter.catalog import Catalog
 from uc_jupyter.config import settings
-from uc_jupyter.data.cache import FileCache
+from uc_jupyter.data.cache import FileCache, NotACacheFolder
 
 
 def test_the_cache_floor_and_budget_come_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -46,3 +47,32 @@ def test_a_zero_budget_is_refused_but_a_zero_floor_is_allowed(monkeypatch: pytes
     monkeypatch.setenv("UC_JUPYTER_CACHE_MAX_BYTES", "0")
     with pytest.raises(ValueError, match=r"^invalid UC_JUPYTER_CACHE_MAX_BYTES='0': .*\(1 or more\)"):
         settings()
+
+
+def test_the_cache_folder_comes_from_the_environment_else_the_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("UC_JUPYTER_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("UC_JUPYTER_CACHE_DIR", raising=False)
+    assert FileCache().root == (tmp_path / "home" / "cache").resolve()
+    monkeypatch.setenv("UC_JUPYTER_CACHE_DIR", str(tmp_path / "node-cache"))
+    assert FileCache().root == (tmp_path / "node-cache").resolve() == settings().cache_dir
+    assert FileCache(tmp_path / "given").root == tmp_path / "given"  # a dataset's own folder wins
+
+
+@pytest.mark.parametrize("spelling", ["plain", "symlink", "dotted"])
+def test_a_cache_folder_pointed_at_the_catalogs_own_home_is_refused(
+    catalog: Catalog, isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spelling: str
+) -> None:
+    """A node's UC_JUPYTER_CACHE_DIR is its admin's (ranks on Ray use it): set to the catalog's own home,
+    however spelled, the cache would empty the metastore; it is refused, and the home is untouched."""
+    before = sorted(p.name for p in isolated_home.iterdir())
+    if spelling == "symlink":
+        (tmp_path / "link").symlink_to(isolated_home)
+        given = str(tmp_path / "link")
+    else:
+        given = str(isolated_home) if spelling == "plain" else f"{isolated_home}/./"
+    monkeypatch.setenv("UC_JUPYTER_CACHE_DIR", given)
+    with pytest.raises(NotACacheFolder, match="is uc_jupyter's home folder, not a cache"):
+        FileCache()
+    assert sorted(p.name for p in isolated_home.iterdir()) == before

@@ -13,6 +13,9 @@
   ``get_catalog()`` is a REST client for it instead of the embedded catalog.
 - ``DATABRICKS_HOST`` and ``DATABRICKS_TOKEN``: the same for a Databricks workspace (used when
   ``UC_JUPYTER_CATALOG_URL`` is not set).
+- ``UC_JUPYTER_CACHE_DIR``: the file cache's folder when a dataset does not give ``cache_dir``
+  (default ``$UC_JUPYTER_HOME/cache``). A machine's own setting: ranks on Ray nodes keep theirs (a pool
+  does not send the kernel's), so each node has one cache that its ranks share.
 - ``UC_JUPYTER_CACHE_MAX_BYTES`` and ``UC_JUPYTER_CACHE_MIN_FREE_BYTES``: the file cache's budget and
   free-disk floor when a dataset does not give ``cache_max_bytes`` / ``min_free_bytes`` (defaults: half
   the disk's free space, and 10% of the disk but at most 5 GiB); a machine's admin sets them once for
@@ -47,6 +50,7 @@ class Settings:
     databricks_token: str | None = field(default=None, repr=False)
     cache_max_bytes: int | None = None
     cache_min_free_bytes: int | None = None
+    cache_dir: Path | None = None
 
     def remote_catalog(self) -> tuple[str, str, Literal["uc", "databricks"]] | None:
         """The catalog server to use as (url, token, dialect), None for the embedded catalog; a server
@@ -90,6 +94,7 @@ def settings() -> Settings:
         databricks_token=os.environ.get("DATABRICKS_TOKEN") or None,
         cache_max_bytes=_byte_count("UC_JUPYTER_CACHE_MAX_BYTES", least=1),
         cache_min_free_bytes=_byte_count("UC_JUPYTER_CACHE_MIN_FREE_BYTES", least=0),
+        cache_dir=Path(cache).expanduser().resolve() if (cache := os.environ.get("UC_JUPYTER_CACHE_DIR")) else None,
     )
 
 

@@ -1,4 +1,6 @@
-"""Rank pools for the distributed tests, and a check after every test that no rank outlives its pool."""
+"""Rank pools for the distributed tests, on this machine and on a real two-node Ray cluster (the
+``placement`` parameter of tests/conftest.py), and a check after every test that no rank (and no Ray
+rank host) outlives its pool."""
 
 from __future__ import annotations
 
@@ -8,8 +10,13 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from uc_jupyter.distributed.pool import RankPool, current_shared_pool, shutdown_shared_pool
+from tests.conftest import PoolMaker
+from uc_jupyter.distributed.pool import RankPool
+from uc_jupyter.distributed.shared import current_shared_pool, shutdown_shared_pool
+from uc_jupyter.testing.ray_cluster import leftover_rank_hosts
 from uc_jupyter.testing.waits import wait_until
+
+__all__ = ["PoolMaker"]
 
 KEPT: list[RankPool] = []  # pools that live across the tests of a module
 
@@ -35,11 +42,18 @@ def pool_pids(pool: RankPool) -> set[int]:
 
 
 def with_supervisors(pids: set[int]) -> set[int]:
-    """``pids`` (ranks) and their parents (each rank's supervisor)."""
+    """``pids`` (ranks), their parents (each rank's supervisor) and, for ranks on Ray, the supervisor's
+    parent (the rank's host actor)."""
     found = set(pids)
     for pid in pids:
         try:
-            found.add(psutil.Process(pid).ppid())
+            supervisor = psutil.Process(pid).parent()
+            if supervisor is None:
+                continue
+            found.add(supervisor.pid)
+            host = supervisor.parent()
+            if host is not None and host.pid in set(leftover_rank_hosts()):
+                found.add(host.pid)
         except psutil.NoSuchProcess:
             continue
     return found
@@ -57,9 +71,10 @@ def wait_until_gone(pids: set[int], within: float = 10.0) -> set[int]:
 
 
 @pytest.fixture(scope="module")
-def pool() -> Iterator[RankPool]:
-    """Two CPU ranks shared by a module's tests (start-up is paid once, as in a notebook)."""
-    shared = RankPool(2, devices="cpu", stop_grace=2.0)
+def pool(placement: str | None) -> Iterator[RankPool]:
+    """Two CPU ranks shared by a module's tests (start-up is paid once, as in a notebook); on Ray, one
+    on each node."""
+    shared = RankPool(2, devices="cpu", stop_grace=2.0, cluster=placement, nodes=2 if placement else None)
     shared.start()
     KEPT.append(shared)
     yield shared
@@ -76,5 +91,5 @@ def no_orphans() -> Iterator[None]:
     if (shared := current_shared_pool()) is not None and shared not in KEPT:
         shutdown_shared_pool()
     kept = with_supervisors(set().union(*(pool_pids(p) for p in KEPT))) if KEPT else set()
-    leftover = wait_until_gone(rank_processes() - kept)
+    leftover = wait_until_gone((rank_processes() | set(leftover_rank_hosts())) - kept)
     assert not leftover, f"rank processes left behind: {sorted(leftover)}"

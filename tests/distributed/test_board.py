@@ -17,7 +17,7 @@ import pytest
 
 from uc_jupyter.distributed import RankPool, board
 from uc_jupyter.distributed.board import parse_board, publish, read_boards, withdraw
-from uc_jupyter.distributed.pool import PoolStatus, RankInfo
+from uc_jupyter.distributed.status import PoolStatus, RankInfo
 from uc_jupyter.testing.boards import pool_record
 from uc_jupyter.testing.waits import wait_until
 
@@ -76,7 +76,14 @@ def test_the_record_is_what_a_pool_writes(isolated_home: Path) -> None:
     raw = json.loads(path.read_text())
     assert parse_board(path.read_bytes()) == raw  # every field a pool writes passes, nothing is added
     assert read_boards() == [raw]
-    assert raw["ranks"][1] == {"rank": 1, "pid": 12, "device": "cpu", "alive": False}
+    assert raw["ranks"][1] == {
+        "rank": 1,
+        "pid": 12,
+        "device": "cpu",
+        "alive": False,
+        "node": "127.0.0.1",
+        "node_rank": 0,
+    }
     withdraw(7)
     assert read_boards() == [] and not list((isolated_home / "pools").iterdir())
 
@@ -95,7 +102,7 @@ def test_the_record_is_what_a_pool_writes(isolated_home: Path) -> None:
         ("devices", ["cpu"]),
         ("master_port", "29500"),
         ("ranks", [{"rank": 0, "pid": 5, "device": "cpu"}]),
-        ("ranks", [{"rank": 0, "pid": 5, "device": "cpu", "alive": 1}]),
+        ("ranks", [{"rank": 0, "pid": 5, "device": "cpu", "alive": 1, "node": "h", "node_rank": 0}]),
     ],
 )
 def test_a_field_of_the_wrong_type_makes_it_no_record(field: str, value: object) -> None:

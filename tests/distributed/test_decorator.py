@@ -13,7 +13,8 @@ import pytest
 
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.distributed import PayloadError, distributed
-from uc_jupyter.distributed.pool import current_shared_pool
+from uc_jupyter.distributed.shared import current_shared_pool
+from uc_jupyter.testing.ray_cluster import RayTestCluster
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # ranks cannot import test modules by name
 
@@ -77,6 +78,9 @@ def test_reference_spellings_are_accepted() -> None:
         ({}, "gpus must be a positive whole number of ranks, got None"),
         ({"gpus": 2, "gpu_type": "H1000"}, "unknown gpu_type 'H1000': did you mean 'H100'?"),
         ({"gpus": 2, "gpu_type": ""}, "gpu_type must be a GPU model name"),
+        ({"gpus": 12, "gpu_type": "GPU_8xH100"}, "gpus=12 is not a multiple of 8, the GPUs per node of gpu_type="),
+        ({"num_accelerators": 3, "accelerator_type": "GPU_2xA10"}, "num_accelerators=3 is not a multiple of 2"),
+        ({"gpus": 2, "cluster": "yarn"}, r"cluster must be None \(this machine\), 'ray' \(the address in"),
     ],
 )
 def test_bad_requests_fail_at_call_time_with_one_line(kwargs: dict[str, object], message: str) -> None:
@@ -87,6 +91,44 @@ def test_bad_requests_fail_at_call_time_with_one_line(kwargs: dict[str, object],
     with pytest.raises(ValueError, match=message) as caught:
         noop.distributed()
     assert "\n" not in str(caught.value)
+
+
+def test_a_per_node_type_without_a_count_is_one_node_of_them() -> None:
+    @distributed(accelerator_type="GPU_2xH100")  # 2 ranks; this machine's CPUs stand in
+    def size() -> int:
+        import torch.distributed as dist
+
+        return dist.get_world_size()
+
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        assert size.distributed() == [2, 2]
+
+
+def test_on_a_cluster_gpus_count_the_clusters_and_a_per_node_type_places_them_node_by_node(
+    ray_cluster: RayTestCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("UC_JUPYTER_RAY_ADDRESS", ray_cluster.address)
+
+    def where() -> tuple[int, int]:
+        import os
+
+        import torch
+        import torch.distributed as dist
+
+        total = torch.ones(1)
+        dist.all_reduce(total)
+        return int(os.environ["NODE_RANK"]), int(total.item())
+
+    split = distributed(num_accelerators=2, accelerator_type="GPU_1xH100", cluster="ray")(where)
+    packed = distributed(gpus=2, cluster="ray")(where)  # no split asked: as few nodes as hold them
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        assert split.distributed() == [(0, 2), (1, 2)]
+        status = current_shared_pool().status()  # type: ignore[union-attr]
+        assert (status.cluster, status.devices, status.size) == (ray_cluster.address, "cpu", 2)  # no GPU there
+        assert {info.node for info in status.ranks} == {node.ip for node in ray_cluster.nodes}
+        assert packed.distributed() == [(0, 2), (0, 2)]
 
 
 def test_bad_decorations() -> None:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from uc_jupyter.distributed.checks import rank_count  # raises from inside uc_jupyter: an internal frame
 from uc_jupyter.distributed.errors import (
     RankDied,
     RankError,
@@ -23,7 +24,6 @@ from uc_jupyter.distributed.errors import (
     set_verbose,
     verbose,
 )
-from uc_jupyter.distributed.pool import rank_count  # raises from inside uc_jupyter: an internal frame
 
 
 @pytest.fixture(autouse=True)
@@ -69,9 +69,9 @@ def test_uc_jupyters_own_frames_are_hidden_unless_verbose() -> None:
     failed = raised(calls_into_uc_jupyter)
     short = "\n".join(failed.report())
     assert short.startswith("[rank 1] ValueError: n must be a positive whole number of ranks, got 0")
-    assert "in calls_into_uc_jupyter" in short and "uc_jupyter/distributed/pool.py" not in short
+    assert "in calls_into_uc_jupyter" in short and "uc_jupyter/distributed/checks.py" not in short
     full = "\n".join(failed.report(full=True))
-    assert "uc_jupyter/distributed/pool.py" in full and ", in rank_count" in full
+    assert "uc_jupyter/distributed/checks.py" in full and ", in rank_count" in full
 
 
 def test_the_cause_and_the_notes_follow_the_frames() -> None:
@@ -129,7 +129,7 @@ def test_verbose_leaves_the_rendering_to_ipython_with_every_frame_in_the_note(
     assert verbose()
     error = RankError([raised(calls_into_uc_jupyter)], world_size=2)
     assert not hasattr(error, "_render_traceback_")  # IPython then prints its own full traceback
-    assert "uc_jupyter/distributed/pool.py" in "\n".join(error.__notes__)
+    assert "uc_jupyter/distributed/checks.py" in "\n".join(error.__notes__)
     set_verbose(False)  # %config UCMagics.verbose = False wins over the environment
     assert not verbose() and hasattr(RankError([failure(0)], world_size=2), "_render_traceback_")
 

@@ -1,4 +1,5 @@
-"""RankPool with real spawned CPU ranks (gloo): results, namespaces, output, failures, interrupts."""
+"""RankPool with real CPU ranks (gloo), spawned here and placed on a two-node Ray cluster (the
+``placement`` parameter): results, namespaces, output, failures, interrupts."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from uc_jupyter.distributed import PayloadError, RankDied, RankError, RankPool, 
 from uc_jupyter.processes import free_port
 from uc_jupyter.testing.waits import wait_until
 
-from .conftest import pool_pids, wait_until_gone
+from .conftest import PoolMaker, pool_pids, wait_until_gone
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # ranks cannot import test modules by name
 
@@ -44,12 +45,17 @@ def whoami() -> tuple[int, int, str, str, str]:
 # ---------------------------------------------------------------- results and namespaces
 def test_all_reduce_and_results_in_rank_order(pool: RankPool) -> None:
     assert pool.run(all_reduce_sum, 10) == [21.0, 21.0]
-    assert pool.run(whoami) == [(0, 2, "0", "127.0.0.1", "gloo"), (1, 2, "1", "127.0.0.1", "gloo")]
+    if pool.cluster is None:
+        assert pool.run(whoami) == [(0, 2, "0", "127.0.0.1", "gloo"), (1, 2, "1", "127.0.0.1", "gloo")]
+    else:  # one rank on each node: each is its node's local rank 0, and rank 0's node is the master
+        master = pool.status().ranks[0].node
+        assert pool.run(whoami) == [(0, 2, "0", master, "gloo"), (1, 2, "0", master, "gloo")]
+        assert [info.node_rank for info in pool.status().ranks] == [0, 1]
     assert pool.call(all_reduce_sum, kwargs={"offset": 1}) == [3.0, 3.0]
 
 
-def test_four_ranks() -> None:
-    with RankPool(4, devices="cpu") as four:
+def test_four_ranks(make_pool: PoolMaker) -> None:
+    with make_pool(4, devices="cpu") as four:
         assert four.run(all_reduce_sum, 0) == [6.0] * 4
         assert [r[0] for r in four.run(whoami)] == [0, 1, 2, 3]
         status = four.status()
@@ -59,7 +65,8 @@ def test_four_ranks() -> None:
 
 
 def test_execute_keeps_each_ranks_namespace(pool: RankPool) -> None:
-    assert pool.execute("counter = rank * 10\nstr(device), world_size, local_rank") == [("cpu", 2, 0), ("cpu", 2, 1)]
+    local = [0, 0] if pool.cluster else [0, 1]  # on Ray the module's two ranks are on two nodes
+    assert pool.execute("counter = rank * 10\nstr(device), world_size, local_rank") == [("cpu", 2, r) for r in local]
     assert pool.execute("counter += 1") == [None, None]
     assert pool.execute("counter") == [1, 11]
     pool.push({"scale": 3})
@@ -73,7 +80,7 @@ def test_execute_runs_collectives_across_cells(pool: RankPool) -> None:
 
 
 # ---------------------------------------------------------------- output
-def test_output_is_streamed_live_in_order_per_rank(tmp_path: Path) -> None:
+def test_output_is_streamed_live_in_order_per_rank(tmp_path: Path, make_pool: PoolMaker) -> None:
     seen: list[tuple[int, str, str]] = []
     flag = tmp_path / "kernel-saw-rank-1"
 
@@ -98,7 +105,7 @@ def test_output_is_streamed_live_in_order_per_rank(tmp_path: Path) -> None:
         print("no newline at the end", end="")
         return True
 
-    with RankPool(2, devices="cpu", output=record) as chat:
+    with make_pool(2, devices="cpu", output=record) as chat:
         assert chat.run(chatty, str(flag)) == [True, True]
         chat.call(print, ("only rank 0 shows",), show=[0])
     for rank in (0, 1):
@@ -164,7 +171,7 @@ def test_an_exception_that_cannot_be_rebuilt_comes_back_as_a_rank_error(pool: Ra
         pool.run(fail)
 
 
-def test_a_rank_stuck_in_a_collective_is_killed_and_the_pool_starts_afresh() -> None:
+def test_a_rank_stuck_in_a_collective_is_killed_and_the_pool_starts_afresh(make_pool: PoolMaker) -> None:
     def one_fails_other_waits() -> None:
         import torch
         import torch.distributed as dist
@@ -173,7 +180,8 @@ def test_a_rank_stuck_in_a_collective_is_killed_and_the_pool_starts_afresh() -> 
             raise ValueError("rank 0 gave up")
         dist.all_reduce(torch.ones(1))  # never completes: rank 0 is gone from the collective
 
-    with RankPool(2, devices="cpu", stop_grace=1.0) as stuck:
+    with make_pool(2, devices="cpu", stop_grace=1.0) as stuck:
+        stuck.start()  # the timed span below is the call's, not the start's
         before = pool_pids(stuck)
         started = time.monotonic()
         with pytest.raises(ValueError, match="rank 0 gave up") as caught:
@@ -186,7 +194,7 @@ def test_a_rank_stuck_in_a_collective_is_killed_and_the_pool_starts_afresh() -> 
         assert not pool_pids(stuck) & before
 
 
-def test_a_rank_killed_by_a_signal_is_reported_within_seconds() -> None:
+def test_a_rank_killed_by_a_signal_is_reported_within_seconds(make_pool: PoolMaker) -> None:
     def die_on_rank_1() -> int:
         import torch.distributed as dist
 
@@ -195,7 +203,8 @@ def test_a_rank_killed_by_a_signal_is_reported_within_seconds() -> None:
         time.sleep(60)
         return 0
 
-    with RankPool(2, devices="cpu", stop_grace=1.0) as doomed:
+    with make_pool(2, devices="cpu", stop_grace=1.0) as doomed:
+        doomed.start()  # the timed span below is the call's, not the start's
         before = pool_pids(doomed)
         started = time.monotonic()
         with pytest.raises(RankDied, match="rank 1 died: its process killed by signal SIGKILL") as caught:
@@ -219,7 +228,7 @@ def test_interrupt_reaches_every_rank_and_the_pool_stays_usable(pool: RankPool) 
     assert pool.run(all_reduce_sum, 0) == [1.0, 1.0]
 
 
-def test_ranks_that_ignore_an_interrupt_are_killed_and_the_line_says_so() -> None:
+def test_ranks_that_ignore_an_interrupt_are_killed_and_the_line_says_so(make_pool: PoolMaker) -> None:
     started: set[int] = set()
 
     def interrupt_once_both_started(rank: int, stream: str, text: str) -> None:
@@ -233,7 +242,8 @@ def test_ranks_that_ignore_an_interrupt_are_killed_and_the_line_says_so() -> Non
     stubborn = "import time\nsaid = False\nwhile True:\n    try:\n        if not said:\n"
     stubborn += "            said = True\n            print('started', flush=True)\n        time.sleep(0.05)\n"
     stubborn += "    except KeyboardInterrupt:\n        pass\n"
-    with RankPool(2, devices="cpu", stop_grace=1.0, output=interrupt_once_both_started) as pool:
+    with make_pool(2, devices="cpu", stop_grace=1.0, output=interrupt_once_both_started) as pool:
+        pool.start()
         before = pool_pids(pool)
         with pytest.raises(KeyboardInterrupt) as caught:
             pool.execute(stubborn)
@@ -252,33 +262,33 @@ def test_timeout_stops_the_call(pool: RankPool) -> None:
 
 
 # ---------------------------------------------------------------- ports and processes
-def test_a_taken_default_port_does_not_matter() -> None:
+def test_a_taken_default_port_does_not_matter(make_pool: PoolMaker) -> None:
     with socket.socket() as taken:
         try:
             taken.bind(("127.0.0.1", 29500))
             taken.listen()
         except OSError:
             pass  # something else already holds it, which is the same situation
-        with RankPool(2, devices="cpu") as ported:
+        with make_pool(2, devices="cpu") as ported:
             assert ported.run(all_reduce_sum, 0) == [1.0, 1.0]
             assert ported.status().master_port != 29500
 
 
-def test_a_master_port_set_by_the_user_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_master_port_set_by_the_user_is_honoured(monkeypatch: pytest.MonkeyPatch, make_pool: PoolMaker) -> None:
     port = free_port()
     monkeypatch.setenv("MASTER_PORT", str(port))
-    with RankPool(2, devices="cpu") as ported:
+    with make_pool(2, devices="cpu") as ported:
         assert ported.run(lambda: os.environ["MASTER_PORT"]) == [str(port), str(port)]
         assert ported.status().master_port == port
 
 
-def test_a_rendezvous_that_cannot_bind_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_rendezvous_that_cannot_bind_fails_clearly(monkeypatch: pytest.MonkeyPatch, make_pool: PoolMaker) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         monkeypatch.setenv("MASTER_PORT", str(taken.getsockname()[1]))
         with pytest.raises(RankStartError, match="the rank pool could not start: rank 0"):
-            RankPool(2, devices="cpu", start_timeout=60).start()
+            make_pool(2, devices="cpu", start_timeout=60).start()
 
 
 KERNEL = """
@@ -293,8 +303,9 @@ if sys.argv[1] == "kill":
 
 
 @pytest.mark.parametrize("how", ["kill", "exit"])
-def test_ranks_end_when_the_kernel_ends(how: str) -> None:
-    done = subprocess.run([sys.executable, "-c", KERNEL, how], capture_output=True, text=True, timeout=120)
+def test_ranks_end_when_the_kernel_ends(how: str, placement: str | None) -> None:
+    kernel = KERNEL.replace('RankPool(2, devices="cpu")', f'RankPool(2, devices="cpu", cluster={placement!r})')
+    done = subprocess.run([sys.executable, "-c", kernel, how], capture_output=True, text=True, timeout=120)
     pids = {int(p) for p in done.stdout.split()}
     assert len(pids) == 2, done.stderr
     assert not wait_until_gone(pids, within=10)
@@ -312,7 +323,7 @@ def test_bad_options() -> None:
         RankPool(2, devices="gpu")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="backend must be"):
         RankPool(2, backend="mpi")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="nodes=2: pools spanning several machines are not built yet"):
+    with pytest.raises(ValueError, match="nodes=2: ranks on several machines need a cluster"):
         RankPool(2, nodes=2)
     with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
         RankPool(2, timeout=-1)

@@ -15,7 +15,7 @@ import pytest
 from uc_jupyter.distributed import RankDied, RankPool
 from uc_jupyter.testing.waits import wait_until
 
-from .conftest import wait_until_gone
+from .conftest import PoolMaker, wait_until_gone
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # ranks cannot import test modules by name
 
@@ -47,13 +47,13 @@ def test_a_rank_runs_under_a_supervisor_that_adopts_its_orphans() -> None:
 
 
 @pytest.mark.parametrize(("code", "how"), [(3, "exited with code 3"), (-signal.SIGTERM, "killed by signal SIGTERM")])
-def test_the_rank_ends_the_way_it_ended_for_the_kernel(code: int, how: str) -> None:
+def test_the_rank_ends_the_way_it_ended_for_the_kernel(code: int, how: str, make_pool: PoolMaker) -> None:
     def end() -> None:
         if code >= 0:
             os._exit(code)
         os.kill(os.getpid(), -code)
 
-    with RankPool(1, devices="cpu") as pool, pytest.raises(RankDied, match=f"rank 0 died: its process {how}"):
+    with make_pool(1, devices="cpu") as pool, pytest.raises(RankDied, match=f"rank 0 died: its process {how}"):
         pool.run(end)
 
 

@@ -18,9 +18,11 @@ from IPython.core.interactiveshell import InteractiveShell
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.data import DataLoader, UCTableDataset, UCVolumeDataset
 from uc_jupyter.distributed import RankError
-from uc_jupyter.distributed.pool import current_shared_pool
+from uc_jupyter.distributed.shared import current_shared_pool
 from uc_jupyter.jupyter.args import parse
 from uc_jupyter.jupyter.magics import DISTRIBUTED_OPTIONS, LOAD_OPTIONS
+from uc_jupyter.processes import free_port
+from uc_jupyter.testing.ray_cluster import RayTestCluster
 
 README = Path(__file__).parents[2] / "README.md"
 
@@ -251,12 +253,43 @@ def test_verbose_is_a_config_trait_that_rank_errors_follow(shell: InteractiveShe
         ("--gpus 2 --gpu-type Z80", "x = 1", "unknown gpu_type 'Z80'"),
         ("-n 2 --status", "x = 1", "--status is for the line magic %uc_distributed, not for a cell"),
         ("-n 2 extra", "x = 1", "unexpected argument 'extra': options only (e.g. -n 2)"),
+        ("-n 2 --cluster yarn", "x = 1", "cluster must be None (this machine), 'ray' (the address in"),
+        ("--gpus 12 --gpu-type GPU_8xH100", "x = 1", "gpus=12 is not a multiple of 8, the GPUs per node of"),
     ],
 )
 def test_bad_cells_are_one_line_usage_errors(shell: InteractiveShell, line: str, cell: str, message: str) -> None:
     with pytest.raises(UsageError) as caught:
         shell.run_cell_magic("uc_distributed", line, cell)
     assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+
+
+def test_the_cluster_is_a_config_trait_a_cells_option_overrides(
+    shell: InteractiveShell,
+    ray_cluster: RayTestCluster,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv("UC_JUPYTER_RAY_ADDRESS", ray_cluster.address)
+    magics = shell.magics_manager.registry["UCMagics"]
+    assert magics.cluster is None  # this machine
+    shell.run_line_magic("config", "UCMagics.cluster = 'yarn'")  # refused when set, in one logged line
+    assert magics.cluster is None
+    # (once per UCMagics the shell has configured: each %load_ext of the session made one)
+    assert {r.getMessage() for r in caplog.records if r.levelname == "ERROR"} == {
+        "UCMagics.cluster must be None (this machine), 'ray' (the address in UC_JUPYTER_RAY_ADDRESS or "
+        "RAY_ADDRESS) or 'ray://host:port' (Ray Client), got 'yarn'"
+    }
+    nobody = f"ray://127.0.0.1:{free_port()}"
+    shell.run_line_magic("config", f"UCMagics.cluster = {nobody!r}")
+    try:
+        with pytest.raises(UsageError, match=f"^no Ray cluster answers at {nobody} "):
+            shell.run_cell_magic("uc_distributed", "-n 2", "rank")
+        values = run(shell, "%%uc_distributed -n 2 --cluster ray\nimport os\nos.environ['NODE_RANK']")
+        assert values == ["0", "0"]  # the cell's --cluster won; 2 ranks fit one node
+        status = shell.run_line_magic("uc_distributed", "--status")
+        assert (status.cluster, status.size) == (ray_cluster.address, 2)
+    finally:
+        shell.run_line_magic("config", "UCMagics.cluster = None")
 
 
 def test_the_line_magic_only_manages_the_pool(shell: InteractiveShell) -> None:

@@ -28,7 +28,8 @@ from uc_jupyter.catalog import PermissionDenied, as_principal, current_principal
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.distributed import RankDied, RankError, RankPool, distributed
 from uc_jupyter.distributed.board import publish, read_boards
-from uc_jupyter.distributed.pool import PoolStatus, shutdown_shared_pool
+from uc_jupyter.distributed.shared import shutdown_shared_pool
+from uc_jupyter.distributed.status import PoolStatus
 from uc_jupyter.server.browse import pool_records
 from uc_jupyter.testing.boards import pool_record
 from uc_jupyter.testing.waits import wait_until

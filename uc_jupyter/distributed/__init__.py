@@ -1,5 +1,6 @@
 """Multi-rank training from a notebook: a persistent pool of spawned ranks with ``torch.distributed``
-ready, run through ``@distributed`` or ``%%uc_distributed``.
+ready (on this machine or a Ray cluster), run through ``@distributed`` or ``%%uc_distributed``;
+``@ray_launch`` runs a function once with the Ray cluster connected.
 
 Attributes load lazily so ``import uc_jupyter.distributed`` does not import torch.
 
@@ -20,7 +21,9 @@ __all__ = [
     "RankPool",
     "RankStartError",
     "RankTimeout",
+    "RayLaunchFunction",
     "distributed",
+    "ray_launch",
     "set_verbose",
     "shared_pool",
     "shutdown_shared_pool",
@@ -29,16 +32,18 @@ __all__ = [
 _HOMES = {
     "DistributedFunction": "uc_jupyter.distributed.decorator",
     "distributed": "uc_jupyter.distributed.decorator",
+    "RayLaunchFunction": "uc_jupyter.distributed.ray_driver",
+    "ray_launch": "uc_jupyter.distributed.ray_driver",
     "PayloadError": "uc_jupyter.distributed.errors",
     "RankDied": "uc_jupyter.distributed.errors",
     "RankError": "uc_jupyter.distributed.errors",
     "RankStartError": "uc_jupyter.distributed.errors",
     "RankTimeout": "uc_jupyter.distributed.errors",
     "set_verbose": "uc_jupyter.distributed.errors",
-    "PoolStatus": "uc_jupyter.distributed.pool",
+    "PoolStatus": "uc_jupyter.distributed.status",
     "RankPool": "uc_jupyter.distributed.pool",
-    "shared_pool": "uc_jupyter.distributed.pool",
-    "shutdown_shared_pool": "uc_jupyter.distributed.pool",
+    "shared_pool": "uc_jupyter.distributed.shared",
+    "shutdown_shared_pool": "uc_jupyter.distributed.shared",
 }
 
 __getattr__ = lazy_attributes("uc_jupyter.distributed", _HOMES)

@@ -280,8 +280,10 @@ def _start_torch(rank: int, world_size: int, local_rank: int) -> tuple[Any, str]
 
     backend = os.environ.get("UC_JUPYTER_RANK_BACKEND", "gloo")
     if os.environ.get("UC_JUPYTER_RANK_DEVICE") == "cuda":
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
+        # On a Ray node the rank sees its node's GPUs and is told which is its own; here it is LOCAL_RANK's.
+        index = int(os.environ.get("UC_JUPYTER_RANK_CUDA_INDEX", local_rank))
+        torch.cuda.set_device(index)
+        device = torch.device("cuda", index)
     else:
         device = torch.device("cpu")
     dist.init_process_group(backend=backend, init_method="env://", rank=rank, world_size=world_size)

@@ -12,7 +12,7 @@ FIFOs, folders, unreadable or oversized files, JSON that is not an object, field
 pids that are not one process's.
 
 Example:
-    >>> from uc_jupyter.distributed.pool import PoolStatus
+    >>> from uc_jupyter.distributed.status import PoolStatus
     >>> publish(1, PoolStatus(2, "idle", "cpu", "gloo", 29500, ()))     # doctest: +SKIP
     >>> [b["state"] for b in read_boards()]                              # doctest: +SKIP
     ['idle']
@@ -31,13 +31,11 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from uc_jupyter.config import settings
+from uc_jupyter.distributed.status import PoolStatus
 from uc_jupyter.processes import alive
-
-if TYPE_CHECKING:
-    from uc_jupyter.distributed.pool import PoolStatus
 
 __all__ = [
     "MAX_BOARDS",
@@ -136,9 +134,10 @@ def parse_board(data: bytes | None) -> dict[str, Any] | None:
         True
         >>> record = {"kernel_id": None, "pid": 42, "pool": 1, "updated": 1.5, "size": 1, "state": "idle",
         ...           "devices": "cpu", "backend": "gloo", "master_port": 29500,
-        ...           "ranks": [{"rank": 0, "pid": 43, "device": "cpu", "alive": True}], "extra": "dropped"}
+        ...           "ranks": [{"rank": 0, "pid": 43, "device": "cpu", "alive": True, "node": "10.0.0.5",
+        ...                      "node_rank": 0}], "cluster": None, "extra": "dropped"}
         >>> sorted(parse_board(json.dumps(record).encode()))[:3]
-        ['backend', 'devices', 'kernel_id']
+        ['backend', 'cluster', 'devices']
     """
     if data is None:
         return None
@@ -209,6 +208,8 @@ _RANK_FIELDS: dict[str, Callable[[object], bool]] = {
     "pid": _pid,
     "device": _str,
     "alive": lambda value: isinstance(value, bool),
+    "node": _str,
+    "node_rank": _int,
 }
 _FIELDS: dict[str, Callable[[object], bool]] = {
     "kernel_id": _optional(_str),
@@ -221,4 +222,5 @@ _FIELDS: dict[str, Callable[[object], bool]] = {
     "backend": _str,
     "master_port": _optional(_int),
     "ranks": lambda value: isinstance(value, list) and all(_conforms(rank, _RANK_FIELDS) for rank in value),
+    "cluster": _optional(_str),
 }

@@ -20,16 +20,12 @@ import contextlib
 from collections.abc import Iterator, MutableMapping, Sequence
 from typing import Any, Literal
 
-from uc_jupyter.distributed.decorator import devices_for_gpus
+from uc_jupyter.distributed.accelerators import request
+from uc_jupyter.distributed.checks import check_cluster
+from uc_jupyter.distributed.decorator import pool_for_request
 from uc_jupyter.distributed.errors import hide_internal_frames
-from uc_jupyter.distributed.pool import (
-    Devices,
-    PoolStatus,
-    RankPool,
-    current_shared_pool,
-    shared_pool,
-    shutdown_shared_pool,
-)
+from uc_jupyter.distributed.pool import Devices, PoolStatus, RankPool
+from uc_jupyter.distributed.shared import current_shared_pool, shared_pool, shutdown_shared_pool
 
 __all__ = ["CellUsageError", "check_plain_python", "manage_pool", "run_cell"]
 
@@ -52,6 +48,7 @@ def run_cell(
     show: Literal["all"] | Sequence[int] = "all",
     timeout: float | None = None,
     monitor: bool = False,
+    cluster: str | None = None,
 ) -> list[Any] | None:
     """Run ``source`` on ``n`` ranks (or ``gpus`` GPU ranks, CPU ranks without GPUs); the per-rank
     values of a final expression, or None when every rank's is None.
@@ -63,7 +60,8 @@ def run_cell(
         namespace: the notebook's variables (push reads them, pull writes them).
         n: how many ranks run the cell.
         gpus: run on this many GPU ranks, CPU ranks when the machine has none (default: use -n).
-        gpu_type: the GPU model wanted, e.g. H100 (default: any).
+        gpu_type: the GPU model wanted, e.g. H100, or the GPUs per node and model, e.g. GPU_8xH100
+            (--gpus 16 then runs 2 nodes of 8 on a cluster) (default: any).
         devices: what the ranks of -n compute on: auto (GPUs when there are), cpu or cuda.
         push: notebook variables copied into every rank first, comma-separated (default: none).
         pull: rank variables brought back afterwards, each as a list with one value per rank
@@ -71,16 +69,19 @@ def run_cell(
         show: whose output is shown: all, or rank numbers such as 0,2; every rank still runs.
         timeout: seconds the cell may run before its ranks are stopped (default: no limit).
         monitor: show the live dashboard with every rank's data loading numbers.
+        cluster: where the ranks run: ray (the Ray cluster at UC_JUPYTER_RAY_ADDRESS, else
+            RAY_ADDRESS) or ray://host:port (Ray Client); --gpus then counts the cluster's GPUs
+            (default: this machine, or %config UCMagics.cluster).
 
     Notebook:
         %%uc_distributed -n 2 --push lr --pull losses
-        %%uc_distributed --gpus 8 --gpu-type H100 --timeout 3600 --show 0 --monitor
+        %%uc_distributed --gpus 16 --gpu-type GPU_8xH100 --cluster ray --timeout 3600 --show 0 --monitor
         %uc_distributed --status
     """
     check_plain_python(source)
     ns = namespace if namespace is not None else {}
     try:
-        pool = _pool_for(n, gpus, gpu_type, devices)
+        pool = _pool_for(n, gpus, gpu_type, devices, cluster)
         pool.shown_ranks(show)  # a bad --show fails before anything runs
         missing = [name for name in push or () if name not in ns]
         if missing:
@@ -138,17 +139,18 @@ def check_plain_python(source: str) -> None:
         raise CellUsageError(f"line {exc.lineno}{code}: {exc.msg}") from None
 
 
-def _pool_for(n: int | None, gpus: int | None, gpu_type: str | None, devices: Devices) -> RankPool:
+def _pool_for(n: int | None, gpus: int | None, gpu_type: str | None, devices: Devices, cluster: str | None) -> RankPool:
+    where = check_cluster(cluster)  # a bad --cluster fails before anything else is judged
     if n is not None and gpus is not None:
         raise ValueError("give either -n (ranks) or --gpus (GPU ranks), not both")
     if gpus is not None or gpu_type is not None:
         if devices != "auto":
             raise ValueError("--devices goes with -n; --gpus picks GPUs itself (CPU ranks when there are none)")
-        count = gpus if gpus is not None else n
-        return shared_pool(count, devices=devices_for_gpus(count, gpu_type))  # type: ignore[arg-type]
+        wanted = request(gpus if gpus is not None else n, gpu_type, count_name="gpus", type_name="gpu_type")
+        return pool_for_request(wanted, where)
     if n is None:
         raise ValueError("say how many ranks: -n N (or --gpus N)")
-    return shared_pool(n, devices=devices)
+    return shared_pool(n, devices=devices, cluster=where)
 
 
 @contextlib.contextmanager

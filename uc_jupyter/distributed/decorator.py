@@ -17,28 +17,32 @@ act as the principal in force where ``.distributed(...)`` is called (``with as_p
 train.distributed()`` reads with alice's grants), whoever started the kernel's pool. A failing rank
 raises its own error, shown as ``[rank N] Type: message`` and its own frames (see
 :mod:`uc_jupyter.distributed.errors`).
+
+``cluster="ray"`` (the address in ``UC_JUPYTER_RAY_ADDRESS``, else ``RAY_ADDRESS``) or
+``cluster="ray://host:port"`` runs the ranks on a Ray cluster: ``gpus=N`` then means N GPU ranks on
+the cluster (CPU ranks when it has no GPU, said once), and a reference accelerator name such as
+``accelerator_type="GPU_8xH100"`` with ``num_accelerators=16`` places them as 2 nodes of 8 (see
+:mod:`uc_jupyter.distributed.accelerators`).
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
-import re
 from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from uc_jupyter.distributed.accelerators import KNOWN_GPU_TYPES, Accelerators, matches, request, spelled
+from uc_jupyter.distributed.checks import check_cluster
 from uc_jupyter.distributed.errors import hide_internal_frames
 from uc_jupyter.distributed.payload import DEFAULT_LIMIT
-from uc_jupyter.distributed.pool import Devices, rank_count, shared_pool, visible_gpus
+from uc_jupyter.distributed.pool import Devices, RankPool, visible_gpus
+from uc_jupyter.distributed.shared import shared_pool
 from uc_jupyter.notices import notice
 
-__all__ = ["KNOWN_GPU_TYPES", "DistributedFunction", "devices_for_gpus", "distributed"]
+__all__ = ["KNOWN_GPU_TYPES", "DistributedFunction", "distributed", "pool_for_request"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-# Accelerator names the reference runtime and cloud offerings use; matched against CUDA device names.
-KNOWN_GPU_TYPES = ("A10", "A10G", "A100", "B200", "GB200", "H100", "H200", "L4", "L40S", "T4", "V100")
 
 _CPU_NOTICE = "uc_jupyter.distributed: CPU ranks"  # said once per process, whatever the count
 
@@ -54,11 +58,15 @@ class DistributedFunction(Generic[P, R]):
         gpu_type: str | None,
         timeout: float | None,
         max_pickle_bytes: int | None,
+        cluster: str | None = None,
+        names: tuple[str, str] = ("gpus", "gpu_type"),
     ) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.gpus = gpus
         self.gpu_type = gpu_type
+        self.cluster = cluster
+        self.names = names  # how the request was spelled (gpus or num_accelerators), for its errors
         self.timeout = timeout
         self.max_pickle_bytes = max_pickle_bytes
 
@@ -71,9 +79,10 @@ class DistributedFunction(Generic[P, R]):
 
     @hide_internal_frames
     def distributed(self, *args: P.args, **kwargs: P.kwargs) -> list[R]:
-        """Run on ``gpus`` ranks; the per-rank results, in rank order."""
-        devices = devices_for_gpus(self.gpus, self.gpu_type)
-        pool = shared_pool(self.gpus, devices=devices)
+        """Run on ``gpus`` ranks (here or on the cluster); the per-rank results, in rank order."""
+        count_name, type_name = self.names
+        wanted = request(self.gpus, self.gpu_type, count_name=count_name, type_name=type_name)
+        pool = pool_for_request(wanted, self.cluster, count_name=count_name)
         return pool.call(self.fn, args, kwargs, timeout=self.timeout, max_payload_bytes=self.max_pickle_bytes)
 
 
@@ -85,8 +94,11 @@ def distributed(
     accelerator_type: str | None = None,
     timeout: float | None = None,
     max_pickle_bytes: int | None = DEFAULT_LIMIT,
+    cluster: str | None = None,
 ) -> Any:
-    """Decorate a function to run on ``gpus`` ranks (``num_accelerators`` is the same, by its newer name).
+    """Decorate a function to run on ``gpus`` ranks (``num_accelerators`` is the same, by its newer name;
+    ``accelerator_type`` is ``gpu_type``, and may say the GPUs per node: ``"GPU_8xH100"``), on this
+    machine or, with ``cluster="ray"`` or ``"ray://host:port"``, on a Ray cluster.
 
     Example:
         >>> @distributed(gpus=2)
@@ -95,63 +107,59 @@ def distributed(
         ...     return dist.get_world_size()
         >>> world.distributed()       # doctest: +SKIP
         [2, 2]
+        >>> @distributed(num_accelerators=16, accelerator_type="GPU_8xH100", cluster="ray")  # 2 nodes x 8
+        ... def train(): ...
+        >>> train.distributed()       # doctest: +SKIP
     """
     if callable(gpus):  # bare @distributed: needs a count, so say how to give one
         raise TypeError("@distributed needs a rank count: write @distributed(gpus=N)")
-    count = _one_of(gpus, num_accelerators, "gpus", "num_accelerators")
-    kind = _one_of(gpu_type, accelerator_type, "gpu_type", "accelerator_type")
+    count, kind, names = spelled(gpus, num_accelerators, gpu_type, accelerator_type)
 
     def wrap(fn: Callable[P, R]) -> DistributedFunction[P, R]:
         if not callable(fn):
             raise TypeError(f"@distributed decorates a function, got {type(fn).__name__}")
-        return DistributedFunction(fn, gpus=count, gpu_type=kind, timeout=timeout, max_pickle_bytes=max_pickle_bytes)
+        return DistributedFunction(
+            fn,
+            gpus=count,
+            gpu_type=kind,
+            timeout=timeout,
+            max_pickle_bytes=max_pickle_bytes,
+            cluster=cluster,
+            names=names,
+        )
 
     return wrap
 
 
-def _one_of(value: Any, alias: Any, name: str, alias_name: str) -> Any:
-    if value is not None and alias is not None and value != alias:
-        raise ValueError(f"{name}={value!r} and {alias_name}={alias!r} disagree; give one of them")
-    return value if value is not None else alias
+def pool_for_request(wanted: Accelerators, cluster: object, *, count_name: str = "gpus") -> RankPool:
+    """The shared pool for ``wanted`` GPU ranks: checked against this machine's GPUs, or on a cluster
+    left to the pool's placement (``devices="auto"``; the nodes the request names, if it does)."""
+    where = check_cluster(cluster)
+    if where is None:
+        return shared_pool(wanted.count, devices=_devices_here(wanted, count_name))
+    # On a cluster the pool plans devices against the cluster's GPUs (CPU ranks, said once, when it has
+    # none) and places GPU ranks on nodes of the type asked.
+    return shared_pool(wanted.count, devices="auto", cluster=where, nodes=wanted.nodes, gpu_type=wanted.kind)
 
 
-def devices_for_gpus(gpus: object, gpu_type: object) -> Devices:
-    """Validate the request against this machine: "cuda" when it can be met, "cpu" when there is no GPU."""
-    gpus = rank_count(gpus, "gpus", hint=" (e.g. @distributed(gpus=2))")
-    if gpu_type is not None:
-        _check_known(gpu_type)
+def _devices_here(wanted: Accelerators, count_name: str) -> Devices:
+    gpus = wanted.count
     visible = visible_gpus()
     if visible == 0:
         notice(f"no CUDA device is visible: running {gpus} CPU ranks with gloo instead of GPUs", key=_CPU_NOTICE)
         return "cpu"
     if gpus > visible:
-        raise ValueError(f"gpus={gpus} asked, but this machine has {visible} CUDA device(s); use gpus<={visible}")
-    if gpu_type is not None:
+        several = f"; {wanted.describe()} needs a cluster: give cluster='ray'" if (wanted.nodes or 1) > 1 else ""
+        raise ValueError(
+            f"{count_name}={gpus} asked, but this machine has {visible} CUDA device(s); use {count_name}<={visible}"
+            + several
+        )
+    if wanted.kind is not None:
         names = _device_names(gpus)
-        wanted = _normal(str(gpu_type))
-        wrong = [n for n in names if wanted not in _tokens(n)]
-        if wrong:
+        if not all(matches(wanted.kind, name) for name in names):
             visible_names = ", ".join(sorted(set(names)))
-            raise ValueError(f"gpu_type={gpu_type!r} asked, but the visible devices are {visible_names}")
+            raise ValueError(f"gpu_type={wanted.kind!r} asked, but the visible devices are {visible_names}")
     return "cuda"
-
-
-def _check_known(gpu_type: object) -> None:
-    if not isinstance(gpu_type, str) or not gpu_type.strip():
-        raise ValueError(f"gpu_type must be a GPU model name such as 'H100', got {gpu_type!r}")
-    if _normal(gpu_type) not in {_normal(k) for k in KNOWN_GPU_TYPES}:
-        close = difflib.get_close_matches(gpu_type.upper(), KNOWN_GPU_TYPES, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise ValueError(f"unknown gpu_type {gpu_type!r}: {hint}known types are {', '.join(KNOWN_GPU_TYPES)}")
-
-
-def _normal(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-def _tokens(device_name: str) -> set[str]:
-    """``"NVIDIA A100-SXM4-80GB"`` -> {"nvidia", "a100", "sxm4", "80gb"}: "A10" must not match an A100."""
-    return {_normal(part) for part in re.split(r"[^A-Za-z0-9]+", device_name) if part}
 
 
 def _device_names(n: int) -> list[str]:

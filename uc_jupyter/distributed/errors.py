@@ -38,6 +38,7 @@ from types import TracebackType
 from typing import ParamSpec, TypeVar
 
 __all__ = [
+    "ClusterError",
     "PayloadError",
     "RankDied",
     "RankError",
@@ -268,6 +269,11 @@ class RankTimeout(RankError, TimeoutError):
 
 class RankStartError(RankError):
     """The pool could not start: a rank failed to import, initialise torch.distributed or answer."""
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot take the ranks (no cluster at the address, not enough free resources, other
+    Python or torch versions there); raised before any rank starts, nothing is left running."""
 
 
 class PayloadError(ValueError):

@@ -21,10 +21,13 @@ Each call carries the principal in force where it is made (the configured catalo
 server the token's principal), and the ranks act as that principal for the call, whoever started the
 pool: ``with as_principal("alice"): pool.run(fn)`` reads with alice's grants.
 
-Several machines (``nodes=k``) are designed for but not built: the rendezvous is c10d's (``env://``
-with ``MASTER_ADDR``/``MASTER_PORT``), so a multi-node pool will start ``n / k`` ranks per host through a
-per-host launcher that dials back to the kernel, with ``MASTER_ADDR`` set to the kernel host's address
-and ``RANK = node * local_world_size + local_rank``; the channel protocol stays the same over TCP.
+Where the ranks run is a *placement* (:mod:`uc_jupyter.distributed.launch`): this machine by
+default, or a Ray cluster with ``cluster="ray"`` (the address in ``UC_JUPYTER_RAY_ADDRESS``, else Ray's
+``RAY_ADDRESS``) or ``cluster="ray://host:port"`` (Ray Client). On a cluster the ranks of one node are
+packed together on as few nodes as fit (or exactly ``nodes``), numbered ``RANK = NODE_RANK *
+LOCAL_WORLD_SIZE + LOCAL_RANK`` with ``MASTER_ADDR`` rank 0's node; everything above holds the same
+there (see :mod:`uc_jupyter.distributed.launch.ray`), and a rank or node that is lost is reported
+within seconds with the node it was on.
 
 Example:
     >>> with RankPool(2, devices="cpu") as pool:                        # doctest: +SKIP
@@ -45,25 +48,23 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from uc_jupyter.catalog import get_catalog
 from uc_jupyter.catalog.privileges import validate_principal
 from uc_jupyter.distributed import board
+from uc_jupyter.distributed.checks import check_cluster, rank_count, seconds
 from uc_jupyter.distributed.errors import (
-    RankDied,
-    RankError,
     RankStartError,
-    RankTimeout,
     RemoteFailure,
-    carrying,
     describe_exit,
     hide_internal_frames,
     interrupted,
 )
-from uc_jupyter.distributed.launch import Exited, Generation
-from uc_jupyter.distributed.payload import DEFAULT_LIMIT, pack, source_map, unpack
+from uc_jupyter.distributed.launch import Exited, Generation, Placement, placement_for
+from uc_jupyter.distributed.launch.local import visible_gpus
+from uc_jupyter.distributed.outcome import Outcome, results
+from uc_jupyter.distributed.payload import DEFAULT_LIMIT, pack, source_map
 from uc_jupyter.distributed.protocol import (
     Call,
     CallKind,
@@ -72,11 +73,18 @@ from uc_jupyter.distributed.protocol import (
     Reply,
     StartFailed,
 )
-from uc_jupyter.processes import free_port
+from uc_jupyter.distributed.status import PoolStatus, RankInfo
 from uc_jupyter.progress import waiting
 from uc_jupyter.telemetry.collector import Collector
 
-__all__ = ["OutputWriter", "PoolStatus", "RankInfo", "RankPool", "shared_pool", "shutdown_shared_pool"]
+__all__ = [
+    "OutputWriter",
+    "PoolStatus",
+    "RankInfo",
+    "RankPool",
+    "shutdown_all",
+    "visible_gpus",
+]
 
 Devices = Literal["auto", "cpu", "cuda"]
 Backend = Literal["auto", "gloo", "nccl"]
@@ -86,48 +94,11 @@ _FAILURE_GRACE = 1.0  # after one rank fails, how long the others may still fini
 _POLL = 0.05
 
 
-@dataclass(frozen=True)
-class RankInfo:
-    rank: int
-    pid: int
-    device: str
-    alive: bool
-
-
-@dataclass(frozen=True)
-class PoolStatus:
-    """What ``RankPool.status()`` reports (and the JupyterLab status item shows)."""
-
-    size: int
-    state: Literal["stopped", "idle", "busy"]
-    devices: str
-    backend: str
-    master_port: int | None
-    ranks: tuple[RankInfo, ...]
-
-
 def print_output(rank: int, stream: str, text: str) -> None:
     """The default output writer: each line to the kernel's stdout/stderr, prefixed ``[rank N]``."""
     target = sys.stderr if stream == "stderr" else sys.stdout
     target.write("".join(f"[rank {rank}] {line}" for line in text.splitlines(keepends=True)))
     target.flush()
-
-
-class _Outcome:
-    """What came back from one call on every rank."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.replies: dict[int, Reply] = {}
-        self.died: dict[int, int | None] = {}
-        self.killed: tuple[int, ...] = ()
-        self.tails: dict[int, str] = {}  # the log's last lines of a rank that died
-        self.interrupted: tuple[int, ...] = ()  # the ranks still running when Ctrl-C came
-        self.reason: Literal["failure", "died", "timeout", "interrupt"] | None = None
-
-    @property
-    def pending(self) -> list[int]:
-        return [r for r in range(self.size) if r not in self.replies and r not in self.died]
 
 
 class RankPool:
@@ -139,7 +110,13 @@ class RankPool:
         devices: ``"cuda"`` (one GPU per rank), ``"cpu"``, or ``"auto"`` (GPUs when there is one for
             every rank, else CPU).
         backend: ``"nccl"``, ``"gloo"`` or ``"auto"`` (nccl on GPUs, gloo on CPU).
-        nodes: machines to spread the ranks over; only 1 is built so far (see the module docs).
+        cluster: where the ranks run: None (this machine), ``"ray"`` (the Ray cluster at
+            ``UC_JUPYTER_RAY_ADDRESS``, else ``RAY_ADDRESS``) or ``"ray://host:port"`` (Ray Client).
+        nodes: on a cluster, exactly this many nodes with ``n / nodes`` ranks each (None: as few as
+            fit); on this machine only 1.
+        gpu_type: on a cluster, GPU ranks only on nodes with this accelerator type (Ray's
+            ``accelerator_type:<T>`` resource, e.g. "H100"); None: any. On this machine the
+            decorator checks it against the visible devices.
         timeout: default bound, in seconds, on every call (None: no bound).
         start_timeout: how long the ranks may take to start and rendezvous.
         stop_grace: after an interrupt, a timeout or a failure, how long ranks may take to stop before
@@ -161,7 +138,9 @@ class RankPool:
         *,
         devices: Devices = "auto",
         backend: Backend = "auto",
-        nodes: int = 1,
+        cluster: str | None = None,
+        nodes: int | None = None,
+        gpu_type: str | None = None,
         timeout: float | None = None,
         start_timeout: float = 120.0,
         stop_grace: float = 3.0,
@@ -173,20 +152,28 @@ class RankPool:
             raise ValueError(f"devices must be 'auto', 'cpu' or 'cuda', got {devices!r}")
         if backend not in ("auto", "gloo", "nccl"):
             raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', got {backend!r}")
-        if rank_count(nodes, "nodes") != 1:
+        self.cluster = check_cluster(cluster)
+        self.nodes = None if nodes is None else rank_count(nodes, "nodes")
+        if self.nodes is not None and self.nodes > 1 and self.cluster is None:
             raise ValueError(
-                f"nodes={nodes}: pools spanning several machines are not built yet; use nodes=1 "
-                "(all ranks on this machine), or torchrun on each host"
+                f"nodes={nodes}: ranks on several machines need a cluster; give cluster='ray' (or "
+                "'ray://host:port'), or leave nodes out for ranks on this machine"
             )
+        if self.nodes is not None and self.size % self.nodes:
+            raise ValueError(f"nodes={nodes} does not divide n={n}: every node runs the same number of ranks")
+        if gpu_type is not None and (not isinstance(gpu_type, str) or not gpu_type.strip()):
+            raise ValueError(f"gpu_type must be an accelerator type such as 'H100' or None, got {gpu_type!r}")
+        self.gpu_type = gpu_type
         self.devices: Devices = devices
         self.backend: Backend = backend
-        self.timeout = _seconds(timeout, "timeout")
-        self.start_timeout = _seconds(start_timeout, "start_timeout") or 120.0
-        self.stop_grace = _seconds(stop_grace, "stop_grace") or 0.0
+        self.timeout = seconds(timeout, "timeout")
+        self.start_timeout = seconds(start_timeout, "start_timeout") or 120.0
+        self.stop_grace = seconds(stop_grace, "stop_grace") or 0.0
         self.max_payload_bytes = max_payload_bytes
         self.output: OutputWriter = output or print_output
         self.collector = Collector()
         self._generation: Generation | None = None
+        self._placement: Placement | None = None
         self._lock = threading.RLock()
         self._busy = False
         self._ids = itertools.count(1)
@@ -210,6 +197,9 @@ class RankPool:
             board.withdraw(self._number)
         if generation is not None:
             generation.stop(timeout)
+        placement, self._placement = self._placement, None
+        if placement is not None:
+            placement.close()
 
     def restart(self) -> None:
         """A fresh set of ranks (namespaces and process group start over)."""
@@ -219,12 +209,14 @@ class RankPool:
     def status(self) -> PoolStatus:
         generation = self._generation
         if generation is None:
-            return PoolStatus(self.size, "stopped", self.devices, self.backend, None, ())
+            return PoolStatus(self.size, "stopped", self.devices, self.backend, None, (), self.cluster)
         ranks = tuple(
-            RankInfo(h.rank, h.pid or h.process.pid, h.device, h.process.poll() is None) for h in generation.ranks
+            RankInfo(h.rank, h.pid or 0, h.device, h.running(), h.node, h.node_rank) for h in generation.ranks
         )
         state: Literal["idle", "busy"] = "busy" if self._busy else "idle"
-        return PoolStatus(self.size, state, generation.devices, generation.backend, generation.port, ranks)
+        return PoolStatus(
+            self.size, state, generation.devices, generation.backend, generation.port, ranks, generation.cluster
+        )
 
     def _announce(self) -> None:
         """Tell the JupyterLab status item (through a status file) what this pool is doing."""
@@ -298,7 +290,7 @@ class RankPool:
         self, kind: CallKind, payload: bytes, timeout: float | None, show: Iterable[int] | str | None
     ) -> list[Any]:
         shown = self.shown_ranks(show)
-        limit = _seconds(timeout, "timeout") if timeout is not None else self.timeout
+        limit = seconds(timeout, "timeout") if timeout is not None else self.timeout
         principal = _caller()  # read here, in the caller's thread and context: who this call is made as
         with self._lock:
             if self._generation is None:
@@ -310,17 +302,17 @@ class RankPool:
             try:
                 for handle in generation.ranks:
                     with contextlib.suppress(OSError):  # a dead rank shows up as Exited below
-                        handle.channel.send(Call(call_id=call_id, kind=kind, payload=payload, principal=principal))
+                        handle.send(Call(call_id=call_id, kind=kind, payload=payload, principal=principal))
                 outcome = self._collect(generation, call_id, limit, shown)
             finally:
                 self._busy = False
             if outcome.killed or outcome.died:
                 self._generation = None  # the process group is broken: the next call starts afresh
             self._announce()
-        return self._results(outcome, limit)
+        return results(outcome, limit, self.stop_grace)
 
-    def _collect(self, generation: Generation, call_id: int, timeout: float | None, shown: set[int]) -> _Outcome:
-        outcome = _Outcome(self.size)
+    def _collect(self, generation: Generation, call_id: int, timeout: float | None, shown: set[int]) -> Outcome:
+        outcome = Outcome(self.size)
         deadline = time.monotonic() + timeout if timeout is not None else math.inf
         first_failure: float | None = None
         kill_at = math.inf
@@ -348,9 +340,9 @@ class RankPool:
                 if now >= next_poll:  # a rank's children can hold its channel open after it died
                     next_poll = now + 0.5
                     for rank in outcome.pending:
-                        returncode = generation.ranks[rank].process.poll()
+                        returncode = generation.ranks[rank].returncode()
                         if returncode is not None:
-                            self._died(outcome, generation, rank, returncode, stop)
+                            self._died(outcome, generation, rank, Exited(returncode), stop)
                     continue
                 try:
                     rank, message = generation.inbox.get(timeout=_POLL)
@@ -363,7 +355,7 @@ class RankPool:
                     if message.failure is not None and first_failure is None:
                         first_failure = now
                 elif isinstance(message, Exited) and rank in outcome.pending:
-                    self._died(outcome, generation, rank, message.returncode, stop)
+                    self._died(outcome, generation, rank, message, stop)
             except KeyboardInterrupt:
                 if outcome.reason == "interrupt":  # a second Ctrl-C: do not wait any longer
                     kill_at = 0.0
@@ -376,86 +368,19 @@ class RankPool:
 
     def _died(
         self,
-        outcome: _Outcome,
+        outcome: Outcome,
         generation: Generation,
         rank: int,
-        returncode: int | None,
+        exited: Exited,
         stop: Callable[[Literal["died"]], None],
     ) -> None:
         handle = generation.ranks[rank]
         handle.terminate()  # whatever it started goes too
-        outcome.died[rank] = returncode
+        outcome.died[rank] = exited.how or f"its process {describe_exit(exited.returncode)}"
+        outcome.died[rank] += handle.where()
         outcome.tails[rank] = handle.log_tail()
         if outcome.reason in (None, "failure"):
             stop("died")
-
-    def _results(self, outcome: _Outcome, timeout: float | None) -> list[Any]:
-        if outcome.reason == "interrupt":
-            raise interrupted(self._interrupted(outcome))
-        failures = [
-            reply.failure
-            for reply in outcome.replies.values()
-            if reply.failure is not None
-            and not (outcome.reason is not None and reply.failure.type_name == "builtins.KeyboardInterrupt")
-        ]
-        restarted = ", so the pool was stopped (the next call starts a fresh one)" if outcome.killed else ""
-        if outcome.reason == "timeout":
-            still = sorted(set(outcome.pending) | set(outcome.killed) | self._stopped(outcome))
-            raise RankTimeout(
-                failures,
-                world_size=self.size,
-                summary=f"the call ran past timeout={timeout:g} s; ranks {_listing(still)} were stopped{restarted}",
-            )
-        if outcome.died:
-            deaths = [
-                RemoteFailure(rank, "RankDied", f"died: its process {describe_exit(code)}", outcome.tails.get(rank, ""))
-                for rank, code in sorted(outcome.died.items())
-            ]
-            summary = "; ".join(f"rank {d.rank} {d.message}" for d in deaths)
-            raise RankDied([*deaths, *failures], world_size=self.size, summary=f"{summary}; the pool was stopped")
-        if failures:
-            error = RankError(failures, world_size=self.size)
-            if outcome.killed:
-                error = RankError(
-                    failures,
-                    world_size=self.size,
-                    summary=f"{error}; ranks {_listing(outcome.killed)} did not stop{restarted}",
-                )
-            original = failures[0].original() if len(failures) == 1 else None
-            if original is not None:
-                raise carrying(original, error)
-            raise error
-        values = []
-        for rank in range(self.size):
-            try:
-                values.append(unpack(outcome.replies[rank].value or b""))
-            except Exception as exc:
-                raise RankError(
-                    [RemoteFailure(rank, type(exc).__qualname__, str(exc), "")],
-                    world_size=self.size,
-                    summary=f"rank {rank}'s result cannot be unpickled here ({type(exc).__name__}: {exc}); "
-                    "return plain data (numbers, lists, arrays, tensors, state dicts)",
-                ) from None
-        return values
-
-    def _interrupted(self, outcome: _Outcome) -> str:
-        """The one line a Ctrl-C leaves: how many ranks it stopped, and whether the pool lives on."""
-        count = len(outcome.interrupted)
-        ranks = f"{count} rank{'s' if count != 1 else ''}" + (f" of {self.size}" if count != self.size else "")
-        if outcome.killed:
-            return (
-                f"interrupted {ranks}; ranks {_listing(outcome.killed)} did not stop within {self.stop_grace:g} s "
-                "and were killed (the next call starts a fresh pool)"
-            )
-        return f"interrupted {ranks}; the pool is still warm"
-
-    def _stopped(self, outcome: _Outcome) -> set[int]:
-        """Ranks that answered an interrupt of ours with KeyboardInterrupt."""
-        return {
-            rank
-            for rank, reply in outcome.replies.items()
-            if reply.failure is not None and reply.failure.type_name == "builtins.KeyboardInterrupt"
-        }
 
     def _write(self, rank: int, message: Output, shown: set[int]) -> None:
         if rank in shown:
@@ -485,24 +410,39 @@ class RankPool:
 
     # ---------------------------------------------------------------- start-up
     def _launch_with_retries(self, principal: str) -> Generation:
-        devices, backend = _plan(self.size, self.devices, self.backend)
+        if self._placement is None:
+            self._placement = placement_for(self.cluster, self.nodes, self.gpu_type)
+        try:
+            return self._launch_placed(self._placement, principal)
+        except BaseException:
+            # A pool that did not start holds nothing: not its cluster connection either.
+            placement, self._placement = self._placement, None
+            placement.close()
+            raise
+
+    def _launch_placed(self, placement: Placement, principal: str) -> Generation:
+        devices, backend = placement.plan(self.size, self.devices, self.backend)
         chosen = os.environ.get("MASTER_PORT")
         attempts = 1 if chosen else 3  # a free port can be taken before rank 0 binds it: pick another
-        with waiting(f"starting {self.size} {devices} ranks"):  # a start takes seconds: say so past one
+        where = f" on {placement.cluster}" if placement.cluster else ""
+        with waiting(f"starting {self.size} {devices} ranks{where}"):  # a start takes seconds: say so past one
             for attempt in range(attempts):
-                port = int(chosen) if chosen else free_port()
+                port = int(chosen) if chosen else None
                 try:
-                    return self._launch(port, devices, backend, principal)
+                    return self._launch(placement, port, devices, backend, principal)
                 except RankStartError as exc:
                     if attempt + 1 == attempts or "address already in use" not in str(exc.remote_tracebacks()).lower():
                         raise
         raise AssertionError("unreachable")
 
-    def _launch(self, port: int, devices: str, backend: str, principal: str) -> Generation:
-        generation = Generation(port, devices, backend)
+    def _launch(self, placement: Placement, port: int | None, devices: str, backend: str, principal: str) -> Generation:
         try:
-            for rank in range(self.size):
-                generation.ranks.append(generation.spawn(rank, self.size, principal, self.collector))
+            generation = placement.start(
+                self.size, port, devices, backend, principal, self.collector, self.start_timeout
+            )
+        except KeyboardInterrupt:
+            raise interrupted(f"interrupted the start of {self.size} ranks; they were stopped") from None
+        try:
             self._await_ready(generation)
         except KeyboardInterrupt:
             generation.kill()
@@ -536,7 +476,9 @@ class RankPool:
             elif isinstance(message, StartFailed):
                 failures.append(message.failure)
             elif isinstance(message, Exited):
-                how = f"its process {describe_exit(message.returncode)}"
+                how = (message.how or f"its process {describe_exit(message.returncode)}") + generation.ranks[
+                    rank
+                ].where()
                 failures.append(RemoteFailure(rank, "RankDied", how, generation.ranks[rank].log_tail()))
             elif isinstance(message, Output):
                 self._write(rank, message, shown)
@@ -555,90 +497,14 @@ def _caller() -> str:
     return validate_principal(get_catalog().current_principal())
 
 
-def _plan(n: int, devices: str, backend: str) -> tuple[str, str]:
-    """(device kind, backend) for ``n`` ranks, checked against the visible GPUs."""
-    gpus = visible_gpus() if devices != "cpu" else 0
-    if devices == "cuda" and gpus < n:
-        raise ValueError(
-            f"devices='cuda' needs one GPU per rank: {n} ranks asked, {gpus} CUDA device(s) visible; "
-            "use fewer ranks or devices='cpu'"
-        )
-    device = "cuda" if devices == "cuda" or (devices == "auto" and gpus >= n) else "cpu"
-    if backend == "nccl" and device != "cuda":
-        raise ValueError("backend='nccl' needs a GPU per rank; use backend='gloo' (or 'auto') on CPU ranks")
-    chosen = backend if backend != "auto" else ("nccl" if device == "cuda" else "gloo")
-    return device, chosen
-
-
-def visible_gpus() -> int:
-    """How many CUDA devices this process can see (0 without CUDA); does not initialise CUDA."""
-    import torch
-
-    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
-
-
-def rank_count(value: object, name: str, hint: str = "") -> int:
-    """``value`` when it is a whole number >= 1 (not a bool); else a one-line ValueError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive whole number of ranks, got {value!r}{hint}")
-    return value
-
-
-def _seconds(value: object, name: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be a positive number of seconds or None, got {value!r}")
-    return float(value)
-
-
-def _listing(ranks: Iterable[int]) -> str:
-    return ", ".join(str(r) for r in ranks)
-
-
 # ---------------------------------------------------------------- the shared pool
 _live_pools: weakref.WeakSet[RankPool] = weakref.WeakSet()
 _pool_numbers = itertools.count(1)
-_shared: RankPool | None = None
-_shared_lock = threading.Lock()
-
-
-def shared_pool(n: int, *, devices: Devices = "auto", backend: Backend = "auto") -> RankPool:
-    """The kernel's pool for ``@distributed`` and ``%%uc_distributed``: reused while its size and
-    devices match, replaced (the old one shut down) when they do not.
-
-    Example:
-        >>> pool = shared_pool(2, devices="cpu")       # doctest: +SKIP
-        >>> shared_pool(2, devices="cpu") is pool       # doctest: +SKIP
-        True
-    """
-    global _shared
-    with _shared_lock:
-        current = _shared
-        if current is not None and (current.size, current.devices, current.backend) == (n, devices, backend):
-            return current
-        if current is not None:
-            current.shutdown()
-        _shared = RankPool(n, devices=devices, backend=backend)
-        return _shared
-
-
-def current_shared_pool() -> RankPool | None:
-    """The shared pool, if one was made (running or not)."""
-    return _shared
-
-
-def shutdown_shared_pool() -> None:
-    """Stop the shared pool's ranks (``%unload_ext uc_jupyter``, kernel exit)."""
-    global _shared
-    with _shared_lock:
-        current, _shared = _shared, None
-    if current is not None:
-        current.shutdown()
 
 
 @atexit.register
-def _shutdown_all() -> None:
+def shutdown_all() -> None:
+    """Stop every pool of this process (at exit)."""
     for pool in list(_live_pools):
         with contextlib.suppress(Exception):
             pool.shutdown(timeout=2.0)

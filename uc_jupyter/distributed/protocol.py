@@ -20,6 +20,7 @@ import socket
 import threading
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from typing import Literal
 
 from uc_jupyter.distributed.errors import RemoteFailure
@@ -35,6 +36,8 @@ __all__ = [
     "StartFailed",
     "Stop",
     "Telemetry",
+    "decode",
+    "encode",
 ]
 
 CallKind = Literal["run", "execute", "push", "pull"]
@@ -100,6 +103,16 @@ class Reply:
     failure: RemoteFailure | None = None
 
 
+def encode(message: object) -> bytes:
+    """``message`` pickled as a channel sends it."""
+    return bytes(ForkingPickler.dumps(message))
+
+
+def decode(data: bytes) -> object:
+    """A message from :meth:`Channel.recv_bytes` or :func:`encode`."""
+    return ForkingPickler.loads(data)
+
+
 class Channel:
     """A message pipe whose sends are atomic across threads (output pumps, telemetry, the reply)."""
 
@@ -123,6 +136,15 @@ class Channel:
     def recv(self) -> object:
         """The next message; EOFError or OSError once the other side is gone."""
         return self._connection.recv()
+
+    def send_bytes(self, data: bytes) -> None:
+        """Send a message already pickled (:func:`encode`): what a relay passes on unread."""
+        with self._lock:
+            self._connection.send_bytes(data)
+
+    def recv_bytes(self) -> bytes:
+        """The next message, still pickled (:func:`decode` reads it); EOFError or OSError once the peer is gone."""
+        return self._connection.recv_bytes()
 
     def close(self) -> None:
         self._connection.close()

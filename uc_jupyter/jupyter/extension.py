@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from uc_jupyter.catalog import get_catalog
-from uc_jupyter.distributed.pool import shutdown_shared_pool
+from uc_jupyter.distributed.shared import shutdown_shared_pool
 from uc_jupyter.jupyter.completer import complete_line
 from uc_jupyter.jupyter.magics import LOAD_OPTIONS, UCMagics
 

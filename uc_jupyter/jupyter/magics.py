@@ -10,6 +10,7 @@ raise IPython's ``UsageError``: one line, no traceback. Defaults are configurabl
     %config UCMagics.default_catalog = "dev"          # for schema.table names
     %config UCMagics.monitor = False                  # live dashboard for %uc_load loaders
     %config UCMagics.verbose = True                   # rank errors with uc_jupyter's own frames too
+    %config UCMagics.cluster = "ray"                  # %%uc_distributed ranks on the Ray cluster (None: here)
 
 Example:
     >>> ip = get_ipython()                                    # doctest: +SKIP
@@ -24,11 +25,12 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
-from traitlets import Bool, Dict, Integer, Unicode, observe
+from traitlets import Bool, Dict, Integer, TraitError, Unicode, observe, validate
 
 from uc_jupyter.catalog import CatalogError
 from uc_jupyter.distributed.cell import CellUsageError, manage_pool, run_cell
-from uc_jupyter.distributed.errors import set_verbose
+from uc_jupyter.distributed.checks import check_cluster
+from uc_jupyter.distributed.errors import ClusterError, set_verbose
 from uc_jupyter.errors import first_line
 from uc_jupyter.jupyter.args import ArgumentError, Flag, HelpRequested, Option, names_list, parse
 from uc_jupyter.jupyter.help import Docs, docs_of, magic_help
@@ -76,6 +78,7 @@ DISTRIBUTED_OPTIONS: tuple[Option, ...] = (
     Option("--show", type=_ranks, metavar="all|RANK,..."),
     Option("--timeout", type=float, metavar="SECONDS"),
     Flag("--monitor", negatable=True),
+    Option("--cluster", metavar="ray|ray://HOST:PORT"),
     Flag("--status"),
     Flag("--restart"),
     Flag("--shutdown"),
@@ -108,6 +111,20 @@ class UCMagics(Magics):
         help="Show uc_jupyter's internal frames in rank errors (by default a failing rank shows "
         "'[rank N] Type: message' and its own frames only).",
     ).tag(config=True)
+
+    cluster = Unicode(
+        None,
+        allow_none=True,
+        help="Where %%uc_distributed runs its ranks when a cell gives no --cluster: None (this machine), "
+        "'ray' (the Ray cluster at UC_JUPYTER_RAY_ADDRESS, else RAY_ADDRESS) or 'ray://host:port' (Ray Client).",
+    ).tag(config=True)
+
+    @validate("cluster")
+    def _valid_cluster(self, proposal: dict[str, Any]) -> str | None:
+        try:  # refused when set, not when a cell first runs
+            return check_cluster(proposal["value"])
+        except ValueError as exc:
+            raise TraitError(f"UCMagics.{exc}") from None
 
     @observe("verbose")
     def _verbose_changed(self, change: dict[str, Any]) -> None:
@@ -155,11 +172,12 @@ class UCMagics(Magics):
                 raise ArgumentError(f"--{actions[0]} is for the line magic %uc_distributed, not for a cell")
             if "n" not in options and "gpus" not in options:
                 options["n"] = self.nprocs
+            options.setdefault("cluster", self.cluster)  # the cell's --cluster wins
             return run_cell(cell, namespace=self.shell.user_ns if self.shell else {}, **options)
         except HelpRequested:
             print(DISTRIBUTED_HELP)
             return None
-        except (ArgumentError, CellUsageError) as exc:
+        except (ArgumentError, CellUsageError, ClusterError) as exc:  # ClusterError: the address, not the cell
             raise UsageError(first_line(exc)) from None
 
     def _default_to(self, kind: str) -> str:

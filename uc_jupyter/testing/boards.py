@@ -30,5 +30,6 @@ def pool_record(kernel: str | None, *, pid: int | None = None, size: int = 1, st
         "devices": "cpu",
         "backend": "gloo",
         "master_port": 29500,
-        "ranks": [{"rank": 0, "pid": owner, "device": "cpu", "alive": True}],
+        "ranks": [{"rank": 0, "pid": owner, "device": "cpu", "alive": True, "node": "127.0.0.1", "node_rank": 0}],
+        "cluster": None,
     }

@@ -50,7 +50,9 @@ _SEQUENCE = itertools.count()
 
 
 def default_cache_dir() -> Path:
-    return settings().home / "cache"
+    """``UC_JUPYTER_CACHE_DIR``, else the catalog home's ``cache`` folder."""
+    current = settings()
+    return current.cache_dir or current.home / "cache"
 
 
 class FileCache:
