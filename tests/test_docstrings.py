@@ -33,7 +33,7 @@ from uc_jupyter.catalog import (
 from uc_jupyter.data import decode, options, pace, partition, remote, stream, wanted
 from uc_jupyter.distributed import accelerators, board, checks, outcome, payload, proctree, protocol, status
 from uc_jupyter.distributed import errors as rank_errors
-from uc_jupyter.distributed.launch import ray as ray_launch
+from uc_jupyter.distributed.launch import ray_cluster
 from uc_jupyter.jupyter import args
 from uc_jupyter.tables import spark_server, spark_watchdog
 from uc_jupyter.telemetry import collector, model, producer, reporter, uplink
@@ -57,7 +57,7 @@ from uc_jupyter.widgets import charts, view
         *(wire, wire_errors, ucserver, ucserver_app, ucserver_auth, ucserver_routes_data, ucserver_serve),
         *(http, vended, wire_read, rest_names, served, ucserver_routes_extensions),
         *(pace, remote, wanted, waits, clocks, scripts),
-        *(accelerators, status, ray_launch, checks, outcome),
+        *(accelerators, status, ray_cluster, checks, outcome),
     ],
     ids=lambda m: m.__name__,
 )

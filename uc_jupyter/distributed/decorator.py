@@ -39,7 +39,7 @@ from uc_jupyter.distributed.pool import Devices, RankPool, visible_gpus
 from uc_jupyter.distributed.shared import shared_pool
 from uc_jupyter.notices import notice
 
-__all__ = ["KNOWN_GPU_TYPES", "DistributedFunction", "distributed", "pool_for_request"]
+__all__ = ["KNOWN_GPU_TYPES", "Decorated", "DistributedFunction", "distributed", "pool_for_request"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -47,14 +47,18 @@ R = TypeVar("R")
 _CPU_NOTICE = "uc_jupyter.distributed: CPU ranks"  # said once per process, whatever the count
 
 
-class DistributedFunction(Generic[P, R]):
-    """A function to run on several ranks with ``.distributed(...)``; calling it directly is an error."""
+class Decorated(Generic[P, R]):
+    """A decorated function and the request it was decorated with (what ``@distributed`` and
+    ``@ray_launch`` share); calling it directly is an error that says how to run it."""
+
+    decorator = "@distributed"
+    usage = "(one result per rank), or call {name}.fn(...) to run it here in the kernel"
 
     def __init__(
         self,
         fn: Callable[P, R],
         *,
-        gpus: int,
+        gpus: int | None,
         gpu_type: str | None,
         timeout: float | None,
         max_pickle_bytes: int | None,
@@ -73,16 +77,24 @@ class DistributedFunction(Generic[P, R]):
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         name = getattr(self.fn, "__name__", "this function")
         raise TypeError(
-            f"{name} is decorated with @distributed: run it with {name}.distributed(...) "
-            f"(one result per rank), or call {name}.fn(...) to run it here in the kernel"
+            f"{name} is decorated with {self.decorator}: run it with {name}.distributed(...) "
+            + self.usage.format(name=name)
         )
+
+    def requested(self) -> Accelerators:
+        """The accelerators asked, checked; a one-line ValueError naming the option as it was spelled."""
+        count_name, type_name = self.names
+        return request(self.gpus, self.gpu_type, count_name=count_name, type_name=type_name)
+
+
+class DistributedFunction(Decorated[P, R]):
+    """A function to run on several ranks with ``.distributed(...)``; calling it directly is an error."""
 
     @hide_internal_frames
     def distributed(self, *args: P.args, **kwargs: P.kwargs) -> list[R]:
         """Run on ``gpus`` ranks (here or on the cluster); the per-rank results, in rank order."""
-        count_name, type_name = self.names
-        wanted = request(self.gpus, self.gpu_type, count_name=count_name, type_name=type_name)
-        pool = pool_for_request(wanted, self.cluster, count_name=count_name)
+        wanted = self.requested()
+        pool = pool_for_request(wanted, self.cluster, count_name=self.names[0])
         return pool.call(self.fn, args, kwargs, timeout=self.timeout, max_payload_bytes=self.max_pickle_bytes)
 
 

@@ -26,14 +26,14 @@ any GPU runs the function anyway (said once), so a notebook runs the same on a l
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 from collections.abc import Callable
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-from uc_jupyter.distributed.accelerators import Accelerators, NodeResources, has_gpus, request, shortfall, spelled
+from uc_jupyter.distributed.accelerators import Accelerators, NodeResources, has_gpus, shortfall, spelled
 from uc_jupyter.distributed.checks import check_cluster
+from uc_jupyter.distributed.decorator import Decorated
 from uc_jupyter.distributed.errors import ClusterError, PayloadError, hide_internal_frames
 from uc_jupyter.distributed.payload import DEFAULT_LIMIT, pack
 from uc_jupyter.distributed.shared import shared_pool
@@ -47,35 +47,11 @@ R = TypeVar("R")
 _NO_GPU_NOTICE = "uc_jupyter.ray_launch: no GPU"  # said once per rank process
 
 
-class RayLaunchFunction(Generic[P, R]):
+class RayLaunchFunction(Decorated[P, R]):
     """A function to run once with Ray connected, by ``.distributed(...)``; calling it directly is an error."""
 
-    def __init__(
-        self,
-        fn: Callable[P, R],
-        *,
-        gpus: int | None,
-        gpu_type: str | None,
-        cluster: str | None,
-        timeout: float | None,
-        max_pickle_bytes: int | None,
-        names: tuple[str, str] = ("gpus", "gpu_type"),
-    ) -> None:
-        functools.update_wrapper(self, fn)
-        self.fn = fn
-        self.gpus = gpus
-        self.gpu_type = gpu_type
-        self.cluster = cluster
-        self.timeout = timeout
-        self.max_pickle_bytes = max_pickle_bytes
-        self.names = names
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        name = getattr(self.fn, "__name__", "this function")
-        raise TypeError(
-            f"{name} is decorated with @ray_launch: run it with {name}.distributed(...) "
-            f"(the result first, then None per further accelerator), or call {name}.fn(...) here"
-        )
+    decorator = "@ray_launch"
+    usage = "(the result first, then None per further accelerator), or call {name}.fn(...) here"
 
     @hide_internal_frames
     def distributed(self, *args: P.args, **kwargs: P.kwargs) -> list[R | None]:
@@ -102,8 +78,7 @@ class RayLaunchFunction(Generic[P, R]):
         """The accelerators asked (None: none asked); a one-line ValueError for a bad request."""
         if self.gpus is None and self.gpu_type is None:
             return None
-        count_name, type_name = self.names
-        return request(self.gpus, self.gpu_type, count_name=count_name, type_name=type_name)
+        return self.requested()
 
 
 def ray_launch(

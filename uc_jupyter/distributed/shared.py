@@ -42,7 +42,7 @@ def shared_pool(
     global _shared, _shared_key
     where = check_cluster(cluster)
     if where == "ray":  # the same words may name another cluster once UC_JUPYTER_RAY_ADDRESS changed
-        from uc_jupyter.distributed.launch.ray import cluster_address
+        from uc_jupyter.distributed.launch.ray_cluster import cluster_address
 
         where = cluster_address(where)
     with _shared_lock:

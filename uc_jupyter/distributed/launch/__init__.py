@@ -9,8 +9,8 @@ collector. The pool never knows how a rank was started:
 - :mod:`uc_jupyter.distributed.launch.local`: spawned processes on this machine (under a supervisor
   each), talking over a socket pair;
 - :mod:`uc_jupyter.distributed.launch.ray`: the same processes started on Ray nodes by one small actor
-  per rank, the channel relayed through that actor, a lost node noticed by the pool's own liveness
-  signal.
+  per node, the channels relayed through that actor, a lost node noticed by the pool's own liveness
+  signal (the cluster's address, connection and free resources: :mod:`~uc_jupyter.distributed.launch.ray_cluster`).
 
 Example:
     >>> placement = placement_for(None)                                     # doctest: +SKIP

@@ -37,21 +37,27 @@ Example (with a cluster at UC_JUPYTER_RAY_ADDRESS):
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import logging
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from uc_jupyter.distributed.errors import ClusterError
 from uc_jupyter.distributed.launch import Exited, Generation, Inbox, Placement, RankHandle, deliver
 from uc_jupyter.distributed.launch.local import plan_devices, rank_environment
+from uc_jupyter.distributed.launch.ray_cluster import (
+    Node,
+    alive_nodes,
+    amounts,
+    cluster_address,
+    connection,
+    described,
+    fits,
+    free_line,
+)
 from uc_jupyter.distributed.protocol import decode, encode
 from uc_jupyter.notices import notice
 from uc_jupyter.telemetry.collector import Collector
@@ -61,7 +67,6 @@ __all__ = ["FORWARDED", "LOST_AFTER", "RayGeneration", "RayPlacement", "RayRank"
 LOST_AFTER = 3.0  # seconds without an answer from a rank's host before its node counts as lost
 _POLL = 0.5  # how long one take waits for the rank to say something
 _CPU_NOTICE = "uc_jupyter.distributed: CPU ranks on a Ray cluster"  # said once per process
-_CONNECT_WITHIN = 3.0  # seconds a cluster's address may take to accept a connection
 # The kernel's settings the ranks need to see the same catalog as the kernel (not its cache: a node's own).
 FORWARDED = (
     "UC_JUPYTER_HOME",
@@ -84,33 +89,6 @@ _FORWARDED_AWS = (
     "AWS_ENDPOINT_URL_S3",
     "AWS_ALLOW_HTTP",
 )
-
-
-def cluster_address(cluster: str) -> str:
-    """The address ``cluster`` stands for: itself for ``ray://...``; for ``"ray"`` the address in
-    ``UC_JUPYTER_RAY_ADDRESS``, else ``RAY_ADDRESS`` (a one-line ClusterError when neither is set).
-
-    Example:
-        >>> cluster_address("ray://10.0.0.5:10001")
-        'ray://10.0.0.5:10001'
-    """
-    if cluster != "ray":
-        return cluster
-    address = os.environ.get("UC_JUPYTER_RAY_ADDRESS") or os.environ.get("RAY_ADDRESS")
-    if not address:
-        raise ClusterError(
-            "cluster='ray' needs the cluster's address: set UC_JUPYTER_RAY_ADDRESS (or RAY_ADDRESS) to "
-            "host:port or ray://host:port, or give cluster='ray://host:port'"
-        )
-    return address
-
-
-@dataclass(frozen=True)
-class _Node:
-    node_id: str
-    ip: str
-    free: dict[str, float]
-    total: dict[str, float]
 
 
 class RayRank(RankHandle):
@@ -238,19 +216,19 @@ class RayPlacement(Placement):
         """Connect this kernel to the cluster (once per placement); a one-line ClusterError when
         nothing answers. A connection the user made (``ray.init`` before the pool) is used as it is."""
         if not self._connected:
-            _connection.take(self.address)
+            connection.take(self.address)
             self._connected = True
 
     def close(self) -> None:
         if self._connected:
             self._connected = False
-            _connection.give_back()
+            connection.give_back()
 
     def plan(self, n: int, devices: str, backend: str) -> tuple[str, str]:
         """As on this machine, except that ``"auto"`` on a cluster with some GPUs but fewer free than
         ranks is an error, not CPU ranks: CPU ranks only where the cluster has no GPU at all."""
         self.connect()
-        nodes = _alive_nodes()
+        nodes = alive_nodes()
         free = 0 if devices == "cpu" else int(sum(node.free.get("GPU", 0.0) for node in nodes if self._of_type(node)))
         if devices == "auto" and free < n and any(node.total.get("GPU", 0.0) > 0 for node in nodes):
             devices = "cuda"  # the cluster has GPUs: say how many are free rather than run on CPUs
@@ -260,7 +238,7 @@ class RayPlacement(Placement):
             notice(f"the Ray cluster has no GPU: running {n} CPU ranks with gloo there", key=_CPU_NOTICE)
         return planned
 
-    def _of_type(self, node: _Node) -> bool:
+    def _of_type(self, node: Node) -> bool:
         """Whether the node's GPUs are of the type asked (Ray's ``accelerator_type:<T>``, one per node)."""
         return self.gpu_type is None or f"accelerator_type:{self.gpu_type}" in node.total
 
@@ -292,8 +270,8 @@ class RayPlacement(Placement):
         try:  # from here on, whatever ends the start (Ctrl-C too) removes the group and the hosts
             if not group.wait(timeout_seconds=min(timeout, 60.0)):
                 raise ClusterError(
-                    f"the Ray cluster did not reserve {count} node(s) x {_amounts(bundle)} for {n} {devices} "
-                    "ranks; " + _free_line(per_rank)
+                    f"the Ray cluster did not reserve {count} node(s) x {amounts(bundle)} for {n} {devices} "
+                    "ranks; " + free_line(per_rank)
                 )
             for node_rank in range(count):
                 strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=node_rank)
@@ -331,14 +309,14 @@ class RayPlacement(Placement):
 
     def _node_count(self, n: int, per_rank: Mapping[str, float]) -> int:
         """How many nodes to spread ``n`` ranks over: ``nodes``, else the fewest that hold them evenly."""
-        alive = _alive_nodes()
+        alive = alive_nodes()
         counts = [self.nodes] if self.nodes is not None else [k for k in range(1, n + 1) if n % k == 0]
         for k in counts:
-            holding = [node for node in alive if _fits(node.free, per_rank, n // k)]
+            holding = [node for node in alive if fits(node.free, per_rank, n // k)]
             if len(holding) >= k:
                 return k
         wanted = f"{self.nodes} node(s) with {n // self.nodes} ranks each" if self.nodes else f"{n} ranks"
-        raise ClusterError(f"the Ray cluster has too few free resources for {wanted}: " + _free_line(per_rank))
+        raise ClusterError(f"the Ray cluster has too few free resources for {wanted}: " + free_line(per_rank))
 
     def _environments(
         self,
@@ -378,104 +356,6 @@ class RayPlacement(Placement):
         return environments
 
 
-class _Connection:
-    """This kernel's connection to Ray, shared by its pools: made by the first that needs it, ended
-    when the last of them shuts down (unless the user made it), so a kernel holds no Ray threads,
-    and no cluster holds this kernel's job, longer than a pool needs them."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._users = 0
-        self._ours = False
-        self._address = ""
-        self._exit_hook = False
-
-    def take(self, address: str) -> None:
-        import ray
-
-        with self._lock:
-            if self._ours and address != self._address:  # Ray connects a process to one cluster at a time
-                raise ClusterError(
-                    f"this kernel is connected to the Ray cluster at {self._address} for another pool; shut that "
-                    f"pool down before starting one on {address}"
-                )
-            if ray.is_initialized() and not self._ours:
-                _same_cluster(address)
-            if not ray.is_initialized():
-                _check_answers(address)
-                _init(address)
-                if not self._exit_hook:  # after Ray's own (atexit runs last-registered first): pools end first
-                    atexit.register(_end_pools)
-                    self._exit_hook = True
-                self._ours = True
-                self._address = address
-            self._users += 1
-
-    def give_back(self) -> None:
-        import ray
-
-        with self._lock:
-            self._users -= 1
-            if self._users == 0 and self._ours:
-                self._ours = False
-                with contextlib.suppress(Exception):
-                    ray.shutdown()
-
-
-_connection = _Connection()
-
-
-def _end_pools() -> None:
-    """At exit, before Ray disconnects: stop every pool, so its ranks get their Stop and its hosts go."""
-    from uc_jupyter.distributed.pool import shutdown_all
-
-    shutdown_all()
-
-
-def _same_cluster(address: str) -> None:
-    """A connection the user made must be to the cluster asked for (a GCS address can be compared; Ray
-    Client's cannot, and is trusted)."""
-    import ray
-
-    if address.startswith("ray://") or ray.util.client.ray.is_connected():  # type: ignore[no-untyped-call]
-        return
-    connected = ""
-    with contextlib.suppress(Exception):  # an older Ray without it: trusted, as a client is
-        connected = str(ray.get_runtime_context().gcs_address)
-    if connected and _endpoint(address) != _endpoint(connected):
-        raise ClusterError(
-            f"this kernel is already connected to the Ray cluster at {connected} (ray.init), not {address}: "
-            "call ray.shutdown() first, or give that cluster's address"
-        )
-
-
-def _endpoint(address: str) -> tuple[str, str]:
-    """(IP, port) of ``host:port``, so that two spellings of one address compare equal."""
-    host, _, port = address.rpartition(":")
-    with contextlib.suppress(OSError):
-        host = socket.gethostbyname(host.strip("[]"))
-    return host, port
-
-
-def _init(address: str) -> None:
-    """``ray.init`` to ``address``; a Ray Client connection is tried twice: Ray's client proxy forks its
-    per-client server from a threaded process, and that server sometimes dies at birth
-    ("Starting Ray client server failed"), while the next attempt works."""
-    import ray
-
-    attempts = 2 if address.startswith("ray://") else 1
-    for attempt in range(attempts):
-        try:
-            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-            return
-        except ConnectionError as exc:
-            if attempt + 1 < attempts:
-                continue
-            raise ClusterError(f"cannot connect to the Ray cluster at {address}: {_first_line(exc)}") from None
-        except Exception as exc:
-            raise ClusterError(f"cannot connect to the Ray cluster at {address}: {_first_line(exc)}") from None
-
-
 def _answers(references: list[Any], timeout: float, what: str) -> list[Any]:
     """The hosts' answers; a host that cannot be made (uc_jupyter missing on its node, say) or does not
     answer in time is one line, not Ray's traceback."""
@@ -487,7 +367,7 @@ def _answers(references: list[Any], timeout: float, what: str) -> list[Any]:
         raise ClusterError(f"the Ray nodes did not {what} within {timeout:g} s; the ranks were stopped") from None
     except ray.exceptions.RayError as exc:
         raise ClusterError(
-            f"the Ray nodes could not {what} ({_first_line(exc)}); check that uc_jupyter and torch are "
+            f"the Ray nodes could not {what} ({described(exc)}); check that uc_jupyter and torch are "
             "installed on every node"
         ) from None
 
@@ -532,73 +412,6 @@ def _relay(host: Any, ranks: dict[int, RayRank], inbox: Inbox, collector: Collec
                 deliver(rank, decode(item), inbox, collector)
 
 
-def _alive_nodes() -> list[_Node]:
-    """The cluster's live nodes with what each has free now."""
-    import ray
-
-    free = _free_per_node()
-    nodes = []
-    for node in ray.nodes():  # type: ignore[no-untyped-call]
-        if not node.get("Alive"):
-            continue
-        node_id = str(node["NodeID"])
-        total = dict(node["Resources"])
-        nodes.append(_Node(node_id, str(node["NodeManagerAddress"]), free.get(node_id, total), total))
-    return nodes
-
-
-def _free_per_node() -> dict[str, dict[str, float]]:
-    """Free resources per node id. Ray keeps this in its private state API, which only a driver on the
-    cluster can ask: over Ray Client it is asked by a task on the cluster. An empty answer (Ray moved
-    it) falls back to each node's totals, and the placement group's wait decides."""
-    import ray
-
-    with contextlib.suppress(Exception):
-        if ray.util.client.ray.is_connected():  # type: ignore[no-untyped-call]
-            return dict(ray.get(_free_on_the_cluster.remote(), timeout=_CONNECT_WITHIN * 5))
-        return _free_here()
-    return {}
-
-
-def _free_here() -> dict[str, dict[str, float]]:
-    from ray._private.state import state
-
-    return {str(k): dict(v) for k, v in state.available_resources_per_node().items()}  # type: ignore[no-untyped-call]
-
-
-class _OnTheCluster:
-    """Made on first use: a task that asks the cluster's state where a client cannot."""
-
-    def __init__(self) -> None:
-        self._task: Any = None
-
-    def remote(self) -> Any:
-        import ray
-
-        if self._task is None:
-            self._task = ray.remote(num_cpus=0)(_free_here)
-        return self._task.remote()
-
-
-_free_on_the_cluster = _OnTheCluster()
-
-
-def _fits(free: Mapping[str, float], per_rank: Mapping[str, float], ranks: int) -> bool:
-    return all(free.get(name, 0.0) >= amount * ranks for name, amount in per_rank.items())
-
-
-def _free_line(per_rank: Mapping[str, float]) -> str:
-    """What is free, node by node, and what each rank needs: the end of a not-enough-resources error."""
-    parts = [f"{node.ip} ({node.node_id[:8]}) {_amounts(node.free, per_rank)}" for node in _alive_nodes()]
-    free = "; ".join(parts) if parts else "no live node"
-    return f"each rank needs {_amounts(per_rank)}; free now: {free}"
-
-
-def _amounts(resources: Mapping[str, float], only: Mapping[str, float] | None = None) -> str:
-    names = list(only) if only is not None else list(resources)
-    return " + ".join(f"{resources.get(name, 0.0):g} {name}" for name in names)
-
-
 def _check_versions(facts: list[Any]) -> None:
     """Every node runs the kernel's Python, torch and uc_jupyter: a rank elsewhere could not unpickle
     what the kernel sends, or would compute with another torch."""
@@ -614,25 +427,3 @@ def _check_versions(facts: list[Any]) -> None:
                     f"ranks must run the kernel's versions; install {name} {version} on the cluster's nodes "
                     "(or use a cluster image that matches this kernel)"
                 )
-
-
-def _check_answers(address: str) -> None:
-    """A one-line ClusterError unless something accepts connections at ``address`` (host:port)."""
-    target = address.removeprefix("ray://")
-    host, _, port = target.rpartition(":")
-    if not host or not port.isdigit():
-        return  # "auto" and other forms Ray resolves itself
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_WITHIN):
-            pass
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise ClusterError(
-            f"no Ray cluster answers at {address} ({reason.lower()}): start one (ray start --head) or fix the "
-            "address (UC_JUPYTER_RAY_ADDRESS, RAY_ADDRESS or cluster='ray://host:port')"
-        ) from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
