@@ -86,7 +86,7 @@ lint: $(STAMP) labextension
 	$(VENV)/bin/mypy
 
 test: lint java chromium ucclient azurite
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest --durations=30
 
 # The tutorials in JupyterLab, on the demo catalog (root needs --allow-root, e.g. in containers).
 lab: $(STAMP) labextension

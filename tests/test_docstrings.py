@@ -30,14 +30,17 @@ from uc_jupyter.catalog import (
     wire_errors,
     wire_read,
 )
-from uc_jupyter.data import decode, options, pace, partition, remote, stream, wanted
+from uc_jupyter.checkpoint import layout as checkpoint_layout
+from uc_jupyter.checkpoint import rng
+from uc_jupyter.data import decode, options, pace, partition, position, remote, renewal, resume, stream, wanted
+from uc_jupyter.data.storage import writes
 from uc_jupyter.distributed import accelerators, board, checks, outcome, payload, proctree, protocol, status
 from uc_jupyter.distributed import errors as rank_errors
 from uc_jupyter.distributed.launch import ray_cluster
 from uc_jupyter.jupyter import args
-from uc_jupyter.tables import spark_server, spark_watchdog
+from uc_jupyter.tables import export_manifest, spark_server, spark_watchdog
 from uc_jupyter.telemetry import collector, model, producer, reporter, uplink
-from uc_jupyter.testing import boards, clocks, kernels, scripts, served, waits
+from uc_jupyter.testing import boards, clocks, kernels, s3_answers, scripts, served, waits
 from uc_jupyter.ucserver import app as ucserver_app
 from uc_jupyter.ucserver import auth as ucserver_auth
 from uc_jupyter.ucserver import routes_data as ucserver_routes_data
@@ -58,6 +61,7 @@ from uc_jupyter.widgets import charts, view
         *(http, vended, wire_read, rest_names, served, ucserver_routes_extensions),
         *(pace, remote, wanted, waits, clocks, scripts),
         *(accelerators, status, ray_cluster, checks, outcome),
+        *(resume, position, renewal, rng, checkpoint_layout, writes, s3_answers, export_manifest),
     ],
     ids=lambda m: m.__name__,
 )

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import textwrap
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,9 @@ from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.data import DataLoader, UCTableDataset, UCVolumeDataset
 from uc_jupyter.data.decode import DecodeError
 from uc_jupyter.loading import load
+from uc_jupyter.testing.scripts import run_python
+
+from .data.conftest import s3, s3_server, s3_volume  # noqa: F401  (the data tests' S3 fixtures)
 
 VOLUME = "/Volumes/main/ml/docs"
 TABLE = "main.ml.t"
@@ -64,6 +70,16 @@ def test_a_table_loads_as_a_torch_dataset_with_one_str_as_one_column(sources: Lo
         (VOLUME, {"labels": "folders"}, ValueError, "invalid labels 'folders'"),
         (VOLUME, {"include": []}, ValueError, "invalid include []: it would match nothing"),
         (VOLUME, {"exclude": 3}, TypeError, "invalid exclude 3: give a glob pattern (a str) or a list of them"),
+        (VOLUME, {"resume": "run-1"}, ValueError, "invalid resume 'run-1': give the /Volumes/<catalog>/<schema>/"),
+        (VOLUME, {"resume": 5}, ValueError, "invalid resume 5"),
+        (
+            VOLUME,
+            {"to": "dataset", "resume": VOLUME},
+            ValueError,
+            "--resume applies to --to loader, not to --to dataset",
+        ),
+        (VOLUME, {"to": "paths", "resume": VOLUME}, ValueError, "--resume applies to --to loader, not to --to paths"),
+        (TABLE, {"to": "torch", "resume": VOLUME}, ValueError, "--resume applies to /Volumes paths only"),
         (TABLE, {"include": "*.png"}, ValueError, "--include applies to /Volumes paths only, not to main.ml.t"),
         (TABLE, {"labels": "folder"}, ValueError, "--labels applies to /Volumes paths only"),
         (TABLE, {"to": "torch", "batch_size": 0}, ValueError, "invalid batch_size 0"),
@@ -133,3 +149,204 @@ def test_include_and_exclude_pick_the_files() -> None:
     assert [label for _, label in pairs] == [0] * 4 + [1] * 4  # classes: the folders still read
     with pytest.raises(DecodeError, match=re.escape(f"{IMAGES}/labels.csv: decode_image could not decode it")):
         list(load(IMAGES, include="*.csv", decode="image", to="dataset"))  # include= overrides the image filter
+
+
+# ------------------------------------------------------------------ resume from a run folder of checkpoints
+RUN = "/Volumes/main/ml/runs/run-1"
+
+
+@pytest.fixture
+def runs(sources: LocalCatalog) -> LocalCatalog:
+    """``sources`` and a volume for checkpoints, main.ml.runs (the run folder itself not made yet)."""
+    sources.create_volume("main.ml.runs")
+    return sources
+
+
+def save(state: dict[str, Any], path: str) -> None:
+    """``dcp.save`` in this one process (no process group), as a notebook without ranks does."""
+    import torch.distributed.checkpoint as dcp
+
+    from uc_jupyter.checkpoint import UCVolumeWriter
+
+    with warnings.catch_warnings():  # torch's word that it saves in one process
+        warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
+        dcp.save(state, storage_writer=UCVolumeWriter(path), no_dist=True)
+
+
+def may_read_the_data_only(catalog: LocalCatalog, principal: str) -> None:
+    """``principal`` may read main.ml.docs, not main.ml.runs (where the checkpoints are)."""
+    catalog.create_principal(principal)
+    for securable, privilege in (("main", "USE CATALOG"), ("main.ml", "USE SCHEMA"), ("main.ml.docs", "READ VOLUME")):
+        catalog.grant(securable, privilege, principal)
+
+
+def texts(loader: DataLoader) -> list[str]:
+    return [text for batch in loader for text in batch]
+
+
+def test_a_first_run_with_resume_starts_at_the_beginning_with_one_notice(
+    runs: LocalCatalog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loader = load(VOLUME, decode="text", batch_size=1, num_workers=0, resume=RUN)
+    assert texts(loader) == ["doc 0", "doc 1", "doc 2"]
+    assert capsys.readouterr().err == f"no complete checkpoint under {RUN} yet: the loader starts at the beginning\n"
+    assert texts(load(VOLUME, decode="text", batch_size=1, num_workers=0, resume=RUN + "/")) == texts(loader)
+    assert capsys.readouterr().err == ""  # said once per run folder and process
+
+
+def test_resume_continues_from_the_newest_checkpoint(runs: LocalCatalog, capsys: pytest.CaptureFixture[str]) -> None:
+    loader = load(VOLUME, decode="text", batch_size=1, num_workers=0)
+    stream = iter(loader)
+    assert next(stream) == ["doc 0"]
+    save({"data": loader}, f"{RUN}/step-1")
+    assert next(stream) == ["doc 1"]
+    save({"data": loader}, f"{RUN}/step-2")
+    resumed = load(VOLUME, decode="text", batch_size=1, num_workers=0, resume=RUN)
+    assert texts(resumed) == ["doc 2"]  # the rest of the epoch the checkpoint was taken in
+    assert texts(resumed) == ["doc 0", "doc 1", "doc 2"]  # then whole epochs
+    assert capsys.readouterr().err == f"the loader continues from {RUN}/step-2\n"
+
+
+def test_resume_from_a_checkpoint_folder_itself_continues_from_it(
+    runs: LocalCatalog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loader = load(VOLUME, decode="text", batch_size=1, num_workers=0)
+    stream = iter(loader)
+    assert next(stream) == ["doc 0"]
+    save({"data": loader}, f"{RUN}/step-1")
+    assert next(stream) == ["doc 1"]
+    save({"data": loader}, f"{RUN}/step-2")
+    resumed = load(VOLUME, decode="text", batch_size=1, num_workers=0, resume=f"{RUN}/step-1")  # not the newest
+    assert texts(resumed) == ["doc 1", "doc 2"]
+    assert capsys.readouterr().err == (
+        f"the loader continues from {RUN}/step-1 (the checkpoint given itself, not a run folder of them)\n"
+    )
+
+
+def test_resume_from_a_checkpoint_whose_save_did_not_finish_is_refused(runs: LocalCatalog) -> None:
+    loader = load(VOLUME, decode="text", batch_size=1, num_workers=0)
+    next(iter(loader))
+    save({"data": loader}, f"{RUN}/step-1")
+    folder = Path(runs.get_volume("main.ml.runs").storage_location.removeprefix("file://")) / "run-1"
+    (folder / "step-2").mkdir()
+    (folder / "step-2/.metadata").write_bytes((folder / "step-1/.metadata").read_bytes())  # no _COMMITTED
+    with pytest.raises(
+        ValueError, match=re.escape(f"{RUN}/step-2 is a checkpoint whose save did not finish")
+    ) as caught:
+        load(VOLUME, decode="text", num_workers=0, resume=f"{RUN}/step-2")
+    assert str(caught.value).endswith(f"resume from its run folder {RUN} (its newest committed checkpoint) instead")
+
+
+def test_a_checkpoint_without_a_data_position_is_a_one_line_error(runs: LocalCatalog) -> None:
+    import torch
+
+    save({"model": {"w": torch.ones(2)}}, f"{RUN}/step-1")
+    with pytest.raises(ValueError, match=re.escape(f"checkpoint {RUN}/step-1 holds no data position: save the")):
+        load(VOLUME, num_workers=0, resume=RUN)
+
+
+def test_a_run_folder_the_principal_may_not_read_is_refused(runs: LocalCatalog) -> None:
+    loader = load(VOLUME, decode="text", batch_size=1, num_workers=0)
+    next(iter(loader))
+    save({"data": loader}, f"{RUN}/step-1")
+    may_read_the_data_only(runs, "alice")
+    with runs.as_principal("alice"):
+        assert len(texts(load(VOLUME, decode="text", num_workers=0))) == 3  # alice may read the data
+        with pytest.raises(PermissionError, match="alice lacks READ VOLUME on main.ml.runs"):
+            load(VOLUME, decode="text", num_workers=0, resume=RUN)
+
+
+def test_ranks_resume_together_from_one_checkpoint_on_another_world_size(runs: LocalCatalog) -> None:
+    """A checkpoint of one process resumed on 2 ranks: each rank calls load() (rank 0 picks the
+    checkpoint for all), and the ranks share the rest of the epoch, each item once; a refusal of
+    rank 0 fails every rank rather than leaving the others waiting for it."""
+    from uc_jupyter.distributed.errors import RankError
+    from uc_jupyter.distributed.pool import RankPool
+
+    loader = load(VOLUME, decode="text", batch_size=1, num_workers=0)
+    next(iter(loader))
+    save({"data": loader}, f"{RUN}/step-1")
+    cell = textwrap.dedent(
+        f"""
+        from uc_jupyter.loading import load
+        loader = load({VOLUME!r}, decode="text", batch_size=1, num_workers=0, resume={RUN!r})
+        [text for batch in loader for text in batch]
+        """
+    )
+    may_read_the_data_only(runs, "alice")
+    pool = RankPool(2, devices="cpu", stop_grace=2.0)
+    try:
+        given = pool.execute(cell)
+        assert sorted(text for rank in given for text in rank) == ["doc 1", "doc 2"]
+        # Rank 0 is refused the run folder: every rank raises its refusal, none waits for rank 0.
+        with runs.as_principal("alice"), pytest.raises(RankError) as refused:
+            pool.execute(cell, timeout=120)
+    finally:
+        pool.shutdown()
+    denied = "PermissionError: cannot load the checkpoint run /Volumes/main/ml/runs/run-1: alice lacks READ VOLUME"
+    assert str(refused.value).startswith("2 of 2 ranks failed: ")
+    assert str(refused.value).count(denied) == 2
+
+
+def test_a_checkpoint_of_other_data_is_refused_in_one_line(runs: LocalCatalog) -> None:
+    loader = load(VOLUME, decode="text", batch_size=1, num_workers=0)
+    next(iter(loader))
+    save({"data": loader}, f"{RUN}/step-1")
+    with pytest.raises(ValueError, match=re.escape(f"cannot resume {VOLUME}: the checkpoint's seed is 0")) as caught:
+        load(VOLUME, decode="text", batch_size=1, num_workers=0, shuffle=True, seed=3, resume=RUN)
+    assert "\n" not in str(caught.value)  # the dataset's own error, not torch's wrapping of every rank's
+
+
+def test_other_spellings_of_a_run_folder_name_it_or_are_refused(
+    runs: LocalCatalog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loader = load(VOLUME, decode="text", batch_size=1, num_workers=0)
+    next(iter(loader))
+    save({"data": loader}, f"{RUN}/step-1")
+    dotted = load(VOLUME, decode="text", batch_size=1, num_workers=0, resume="/Volumes/main/ml/runs/./run-1")
+    assert texts(dotted) == ["doc 1", "doc 2"]
+    assert capsys.readouterr().err == f"the loader continues from {RUN}/step-1\n"  # named in one spelling
+    for spelling, refusal in (
+        (f"{RUN}/../../docs", "'..' may not climb out of the volume"),  # the data volume, by climbing
+        ("/Volumes/main/ml//runs/run-1", "part 3 is empty"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(refusal)) as caught:  # InvalidName
+            load(VOLUME, decode="text", num_workers=0, resume=spelling)
+        assert "\n" not in str(caught.value)
+
+
+RESUME_IN_A_FRESH_PROCESS = textwrap.dedent(
+    """
+    import json, sys
+    from uc_jupyter.data.storage.objects import fork_safe
+    from uc_jupyter.loading import load
+
+    loader = load(sys.argv[1], decode="text", batch_size=2, num_workers=2, resume=sys.argv[2])
+    clean = fork_safe()
+    texts = sorted(text for batch in loader for text in batch)
+    context = loader.multiprocessing_context  # as its workers were started
+    print(json.dumps([clean, None if context is None else context.get_start_method(), texts]))
+    """
+)
+
+
+def test_a_loader_resuming_from_s3_has_workers_that_can_use_object_storage(
+    s3_volume: Callable[..., tuple[str, Path]],  # noqa: F811  (the fixture imported above)
+) -> None:
+    """Reading the checkpoint from object storage through object_store in this process, after the
+    loader was made, would leave forked workers unable to use it (fsspec fallback, or failure for
+    gs:// and Azure): the loader spawns the workers it starts after that. In a fresh interpreter:
+    the test process may have used object_store."""
+    data, folder = s3_volume("texts")
+    for i in range(6):
+        (folder / f"t{i}.txt").write_text(f"text {i}")
+    runs, _ = s3_volume("runs")
+    loader = load(data, decode="text", batch_size=2, num_workers=0)
+    next(iter(loader))
+    save({"data": loader}, f"{runs}/run-1/step-1")
+    answer, run = run_python(RESUME_IN_A_FRESH_PROCESS, data, f"{runs}/run-1", timeout=240)
+    clean, method, texts = answer
+    assert clean or method == "spawn"  # a process that read through object_store has spawned workers
+    assert texts == [f"text {i}" for i in range(2, 6)]
+    assert f"the loader continues from {runs}/run-1/step-1" in run.stderr
+    assert "reads through fsspec" not in run.stderr  # no worker fell back

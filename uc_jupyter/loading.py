@@ -24,6 +24,12 @@ image files only (by extension); ``include``/``exclude`` globs narrow the files 
 collate stacks them; images of different sizes need a ``collate_fn`` of your own (or a resize in a
 transform), as with any torch dataset.
 
+A volume loader can continue a run (``resume="/Volumes/c/s/v/run"``): it starts where the data
+position of the newest complete checkpoint in that folder says (one saved with
+``dcp.save({"data": loader, ...}, storage_writer=UCVolumeWriter(...))``), on this grid or another:
+the rest of the interrupted epoch, then whole epochs. A folder with no checkpoint yet is a first run:
+one notice line, and the loader starts at the beginning, so the same notebook runs first and again.
+
 Every option is checked as :mod:`uc_jupyter.data.options` says, before anything is read: flags are
 ``True``/``False``, counts whole numbers (``batch_size=0`` is refused, not replaced by a default),
 ``columns`` a list of names or one name as a str.
@@ -31,16 +37,19 @@ Every option is checked as :mod:`uc_jupyter.data.options` says, before anything 
 Example:
     >>> frame = load("main.ml.iris", to="pandas", columns=["species"], limit=5)            # doctest: +SKIP
     >>> loader = load("/Volumes/main/ml/images", decode="image", batch_size=64, shuffle=True)  # doctest: +SKIP
+    >>> loader = load("/Volumes/main/ml/images", labels="folder", resume="/Volumes/main/ml/runs/r1")  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from uc_jupyter.catalog import get_catalog
 from uc_jupyter.catalog.names import parse_name
 from uc_jupyter.data import options as opt
+from uc_jupyter.notices import notice
 
 if TYPE_CHECKING:
     from uc_jupyter.catalog import Catalog
@@ -53,9 +62,20 @@ DECODERS = ("image", "text", "bytes", "none")
 
 # Which keywords make sense for which kind of source (the magic's options, by keyword).
 _TABLE_ONLY = ("columns", "where", "limit", "version")
-_VOLUME_ONLY = ("decode", "num_workers", "prefetch_factor", "recursive", "include", "exclude", "labels", "cache_dir")
+_VOLUME_ONLY = (
+    "decode",
+    "num_workers",
+    "prefetch_factor",
+    "recursive",
+    "include",
+    "exclude",
+    "labels",
+    "cache_dir",
+    "resume",
+)
 LABELS = ("folder",)
 DEFAULT_BATCH_SIZE = 32
+RESUME_KEY = "data"  # where a checkpoint holds the loader's data position: dcp.save({"data": loader, ...})
 
 
 def source_kind(source: str) -> Literal["table", "volume"]:
@@ -89,6 +109,7 @@ def load(
     labels: str | None = None,
     cache_dir: str | None = None,
     monitor: bool = False,
+    resume: str | None = None,
     default_catalog: str = "main",
     catalog: Catalog | None = None,
 ) -> Any:
@@ -123,6 +144,10 @@ def load(
             dataset.classes names them (default: no labels).
         cache_dir: the shared local cache's folder (default: the cache under UC_JUPYTER_HOME).
         monitor: show the live dashboard while a loader's pass runs.
+        resume: a /Volumes folder of checkpoints (UCVolumeWriter's): the loader continues from the
+            data position ("data") of the newest complete one, on any number of ranks and workers
+            (a complete checkpoint's own folder: that one); none there yet: one notice line and a
+            fresh start (default: start at the beginning).
         default_catalog: the catalog of two-part names (schema.table).
         catalog: the catalog to read through (default: get_catalog()).
 
@@ -154,6 +179,8 @@ def load(
     monitor = opt.flag("monitor", monitor)
     if cache_dir is not None and not isinstance(cache_dir, str):
         raise TypeError(f"invalid cache_dir {cache_dir!r}: give a folder path (a str) or None")
+    if resume is not None:
+        resume = _checkpoint_folder(resume)
     given = {
         "columns": columns,
         "where": where,
@@ -167,6 +194,7 @@ def load(
         "exclude": excludes,
         "labels": labels,
         "cache_dir": cache_dir,
+        "resume": resume,
     }
     wrong = _TABLE_ONLY if kind == "volume" else _VOLUME_ONLY
     for keyword in wrong:
@@ -207,8 +235,19 @@ def load(
         labels=labels,
         cache_dir=cache_dir,
         monitor=monitor,
+        resume=resume,
         catalog=cat,
     )
+
+
+def _checkpoint_folder(resume: object) -> str:
+    """``resume`` as a folder path; a one-line error for anything that is not a /Volumes folder."""
+    if not isinstance(resume, str) or not resume.startswith("/Volumes/"):
+        raise ValueError(
+            f"invalid resume {resume!r}: give the /Volumes/<catalog>/<schema>/<volume>/... folder "
+            "the checkpoints were saved under (UCVolumeWriter's run folder)"
+        )
+    return resume.rstrip("/")
 
 
 def _table_name(source: str, default_catalog: str) -> str:
@@ -297,6 +336,7 @@ def _load_volume(
     labels: str | None,
     cache_dir: str | None,
     monitor: bool,
+    resume: str | None,
     catalog: Catalog,
 ) -> Any:
     _choose(to, VOLUME_TARGETS, "volumes")
@@ -306,6 +346,11 @@ def _load_volume(
         for keyword, value in (*loader_options.items(), ("monitor", monitor or None)):
             if value is not None:
                 raise ValueError(f"{_option(keyword)} applies to --to loader, not to --to {to}")
+        if resume is not None:
+            raise ValueError(
+                f"--resume applies to --to loader, not to --to {to}: a dataset continues from a data "
+                "position through its own load_state_dict()"
+            )
     if to == "paths" and decode != "none":
         raise ValueError("--decode does not apply to --to paths (paths are what is not decoded)")
     from uc_jupyter.data import DataLoader, UCVolumeDataset, decode_bytes, decode_image, decode_text, labelled_folder
@@ -328,7 +373,68 @@ def _load_volume(
         kwargs["num_workers"] = num_workers
     if prefetch_factor is not None:
         kwargs["prefetch_factor"] = prefetch_factor
-    return DataLoader(dataset, monitor=monitor, **kwargs)
+    loader = DataLoader(dataset, monitor=monitor, **kwargs)
+    if resume is not None:
+        _resume(loader, resume, catalog)
+    return loader
+
+
+def _resume(loader: Any, run: str, catalog: Catalog) -> None:
+    """Move ``loader`` to the data position of the newest complete checkpoint under ``run`` (or of
+    ``run`` itself, when it is a complete checkpoint).
+
+    Under torch.distributed every rank must resume from the same checkpoint, so rank 0 picks it and
+    tells the others (a save committing meanwhile would otherwise split them between two); a refusal
+    on rank 0 is raised on every rank, which would otherwise wait for rank 0 for ever.
+    """
+    import torch.distributed as dist
+    from torch.distributed.checkpoint.api import CheckpointException
+    from torch.distributed.checkpoint.state_dict_loader import load as checkpoint_load
+
+    from uc_jupyter.checkpoint import UCVolumeReader
+
+    together = dist.is_available() and dist.is_initialized()
+    first = not together or dist.get_rank() == 0
+    chosen: list[Any] = [_newest(run, catalog) if first else None]
+    if together:
+        dist.broadcast_object_list(chosen, src=0)
+    newest, itself, refused = chosen[0]
+    if refused is not None:
+        raise refused
+    if newest is None:
+        if first:
+            notice(f"no complete checkpoint under {run} yet: the loader starts at the beginning", key=("resume", run))
+        return
+    reader = UCVolumeReader(newest, catalog=catalog)
+    saved = reader.read_metadata().state_dict_metadata
+    if not any(key == RESUME_KEY or key.startswith(RESUME_KEY + ".") for key in saved):
+        raise ValueError(
+            f"checkpoint {newest} holds no data position: save the loader with it, "
+            f'dcp.save({{"{RESUME_KEY}": loader, ...}}, storage_writer=UCVolumeWriter(...))'
+        )
+    try:
+        with warnings.catch_warnings():  # torch warns that one process loads alone: that is what it is asked
+            warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
+            checkpoint_load({RESUME_KEY: loader}, storage_reader=reader, no_dist=not together)
+    except CheckpointException as failed:  # a BaseException carrying each rank's error: raise the first
+        errors = [error for error, _ in failed.failures.values() if isinstance(error, Exception)]
+        if errors:
+            raise errors[0] from None
+        raise
+    if first:
+        given = " (the checkpoint given itself, not a run folder of them)" if itself else ""
+        notice(f"the loader continues from {newest}{given}", key=("resumed", newest, itself))
+
+
+def _newest(run: str, catalog: Catalog) -> tuple[str | None, bool, Exception | None]:
+    """The checkpoint to resume from (``run`` itself when it is one, else the newest under it; None:
+    none yet), whether it is ``run`` itself, or why it cannot be known."""
+    from uc_jupyter.checkpoint.commit import resume_point
+
+    try:
+        return *resume_point(run, catalog=catalog), None
+    except Exception as error:
+        return None, False, error
 
 
 def _choose(value: str, choices: Sequence[str], what: str) -> None:

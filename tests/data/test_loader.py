@@ -531,15 +531,15 @@ def test_resume_mid_epoch_twice_delivers_every_file_once(s3_volume: Volume, work
     assert sorted(names(delivered)) == sorted(files)
 
 
-def test_resume_refuses_another_grid_or_dataset(s3_volume: Volume) -> None:
+def test_resume_refuses_other_data(s3_volume: Volume) -> None:
     path, folder = s3_volume()
     write_files(folder, 10)
     loader = DataLoader(UCVolumeDataset(path, seed=1, shuffle=True), batch_size=2, num_workers=0)
     next(iter(loader))
     state = loader.state_dict()
-    other_workers = DataLoader(UCVolumeDataset(path, seed=1, shuffle=True), batch_size=2, num_workers=1)
-    with pytest.raises(ValueError, match="the checkpoint's num_workers is 0, this loader's is 1"):
-        other_workers.load_state_dict(state)
+    other_shuffle = DataLoader(UCVolumeDataset(path, seed=1), batch_size=2, num_workers=0)
+    with pytest.raises(ValueError, match="the checkpoint's shuffle is True, this dataset's is False"):
+        other_shuffle.load_state_dict(state)
     other_seed = DataLoader(UCVolumeDataset(path, seed=2, shuffle=True), batch_size=2, num_workers=0)
     with pytest.raises(ValueError, match="the checkpoint's seed is 1, this dataset's is 2"):
         other_seed.load_state_dict(state)
@@ -560,6 +560,21 @@ def test_spawned_workers_deliver_and_report(s3_volume: Volume) -> None:
     )
     assert sorted(names(list(loader))) == sorted(files)
     assert loader.stats().worker_shard_sizes() == {(0, 0): 6, (0, 1): 6}
+
+
+def test_workers_started_after_this_process_used_object_storage_are_spawned(s3_volume: Volume, catalog: Any) -> None:
+    """A loader made in a clean process forks its workers; when the process has used object_store
+    since (here a write, as a checkpoint read by dcp.load would), its next workers are spawned."""
+    from uc_jupyter.data.storage.writes import open_writes
+
+    path, folder = s3_volume()
+    files = write_files(folder, 8)
+    loader = DataLoader(UCVolumeDataset(path, transform=name_in), batch_size=4, num_workers=2, mlflow=False)
+    assert loader.multiprocessing_context is None  # forked: nothing has used object_store yet
+    resolved = catalog.resolve_volume_path(f"{path}/out", write=True)
+    open_writes(resolved.url, resolved.storage_options).put_bytes("marker", b"1")
+    assert sorted(names(list(loader))) == sorted(files)
+    assert loader.multiprocessing_context.get_start_method() == "spawn"
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
@@ -595,7 +610,9 @@ def test_pair_samples_count_one_per_pair(local_volume: Callable[..., tuple[str, 
     assert [len(names) for names, _ in batches] == [4, 4, 2]
     assert sizes == [4, 4, 2]
     assert loader.stats().samples_delivered == 10
-    assert loader.state_dict()["streams"] == {"rank0-worker0": 10}
+    stream = iter(loader)
+    next(stream), next(stream)
+    assert loader.state_dict()["segments"] == [[1, 1, "pad", [8]]]  # 8 samples of 2 batches of pairs
 
 
 # ------------------------------------------------------------------ paths stay valid while their batch is used

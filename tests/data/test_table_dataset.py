@@ -138,21 +138,32 @@ def test_names_and_grants_are_checked(table: str, catalog: LocalCatalog) -> None
         UCTableDataset(table)
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_the_dataloader_resumes_rows_exactly(table: str, workers: int) -> None:
-    def fresh() -> DataLoader:
+@pytest.mark.parametrize(("before", "after"), [(0, 0), (2, 2), (2, 3), (0, 2)])
+def test_the_dataloader_resumes_rows_exactly_on_any_worker_count(table: str, before: int, after: int) -> None:
+    def fresh(workers: int) -> DataLoader:
         dataset = UCTableDataset(table, batch_size=3, shuffle=True, seed=4)
         context = "fork" if workers else None
         return DataLoader(dataset, batch_size=None, num_workers=workers, multiprocessing_context=context)
 
-    first = fresh()
+    first = fresh(before)
     stream = iter(first)
     taken = [next(stream) for _ in range(3)]
     state = json.loads(json.dumps(first.state_dict()))
     del stream
-    second = fresh()
+    second = fresh(after)
     second.load_state_dict(state)
     assert sorted(ids(taken + list(second))) == list(range(23))
+
+
+def test_a_position_in_another_version_of_the_table_is_refused(table: str, catalog: LocalCatalog) -> None:
+    loader = DataLoader(UCTableDataset(table, batch_size=3), batch_size=None, num_workers=0)
+    next(iter(loader))
+    state = loader.state_dict()
+    catalog.create_table(table, rows(3, start=500), mode="append")
+    later = DataLoader(UCTableDataset(table, batch_size=3), batch_size=None, num_workers=0)
+    refused = r"cannot resume main\.ml\.events: the checkpoint's version is 'v0:.*this dataset's is 'v1:"
+    with pytest.raises(ValueError, match=refused):
+        later.load_state_dict(state)
 
 
 def test_spawned_workers_read_the_pinned_snapshot(table: str, catalog: LocalCatalog) -> None:

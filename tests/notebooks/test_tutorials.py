@@ -7,6 +7,7 @@ notebook's metadata (what a saved notebook shows of the live dashboards).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,14 @@ def execute(name: str, cwd: Path) -> Any:
 
 
 def text_of(notebook: Any) -> str:
-    """Everything the cells printed or displayed as text."""
+    """Everything the cells printed or displayed as text, and the errors of cells that raised."""
     parts = []
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
             parts.append(output.get("text", ""))
             parts.append(output.get("data", {}).get("text/plain", ""))
+            if output.get("output_type") == "error":
+                parts.append(f"{output.get('ename', '')}: {output.get('evalue', '')}")
     return "\n".join(parts)
 
 
@@ -46,6 +49,7 @@ def test_tutorials_are_all_here() -> None:
         "02_volumes_to_pytorch.ipynb",
         "03_distributed_training.ipynb",
         "04_governance.ipynb",
+        "05_checkpoints_and_resume.ipynb",
     ]
     for path in NOTEBOOKS.glob("*.ipynb"):  # committed clean: no outputs
         assert all(not cell.get("outputs") for cell in json.loads(path.read_text())["cells"])
@@ -88,3 +92,18 @@ def test_governance(tmp_path: Path) -> None:
     assert "alice may read 1000 files of /Volumes/main/ml/images/circle" in out
     assert "UsageError: alice lacks SELECT on main.ml.iris" in out
     assert "alice may now read 3000 rows of main.ml.iris" in out
+
+
+def test_checkpoints_and_resume(tmp_path: Path) -> None:
+    notebook = execute("05_checkpoints_and_resume.ipynb", tmp_path)
+    out = text_of(notebook)
+    assert "[rank 0] step 60 (epoch 1): saved" in out
+    assert "rank 1 died: its process killed by signal SIGKILL" in out  # the lost rank, as the pool reports it
+    newest = re.search(r"newest complete checkpoint: (/Volumes/main/ml/checkpoints/run-[\w-]+)/step-60\n", out)
+    assert newest, out
+    assert "files left in epoch 1: 2400" in out  # 3000 files, 2 ranks x 10 steps x 30 before the checkpoint
+    assert f"[rank 0] resumed from {newest[1]}/step-60: epoch 1, step 60" in out
+    assert "epoch 1: 600 files before the checkpoint on 2 ranks, 2400 after the resume on 3 ranks" in out
+    assert "every file of the interrupted epoch seen exactly once: True" in out
+    tables = [m["state"].get("value", "") for m in widget_models(notebook) if m["model_name"] == "HTMLModel"]
+    assert any(re.search(r"<td[^>]*>epoch 1 \(resumed\)</td>", table) for table in tables)

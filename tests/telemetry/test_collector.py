@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import pickle
 import queue
 import random
 import threading
@@ -228,3 +229,15 @@ def test_concurrent_offers_keep_the_newest_per_producer() -> None:
     expected = newest([s for plan in plans for s in plan])
     assert dict(collector.snapshot().samples) == expected
     assert len(expected) == len(keys)
+
+
+def test_a_ranks_resumed_epoch_reaches_the_kernels_snapshot() -> None:
+    """Ranks send their streams' samples pickled over their channel; the kernel's snapshot keeps the field."""
+    collector = Collector(clock=lambda: 5.0)
+    for rank in range(2):
+        collector.offer(pickle.loads(pickle.dumps(sample((rank, 0), 1, resumed_epoch=3))))
+    collector.offer(sample((0, MAIN_WORKER), 1))
+    assert collector.snapshot().resumed_epochs == (3,)
+    collector.offer(sample((1, 0), 2))  # rank 1's next pass did not resume
+    collector.offer(sample((0, 0), 2))
+    assert collector.snapshot().resumed_epochs == ()

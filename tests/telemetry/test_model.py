@@ -465,3 +465,18 @@ def test_a_snapshot_is_frozen() -> None:
     snap = snapshot_of(sample(0, 0))
     with pytest.raises(dataclasses.FrozenInstanceError):
         snap.time = 1.0  # type: ignore[misc]
+
+
+def test_resumed_epochs_are_the_streams_that_say_so() -> None:
+    assert sample(0, 0).resumed_epoch == -1  # a stream whose pass did not resume
+    snap = Snapshot(
+        {
+            (0, MAIN_WORKER): sample(0, MAIN_WORKER),
+            (0, 0): dataclasses.replace(sample(0, 0), resumed_epoch=2),
+            (1, 0): dataclasses.replace(sample(1, 0), resumed_epoch=2),
+            (1, 1): sample(1, 1),
+        },
+        time=1.0,
+    )
+    assert snap.resumed_epochs == (2,)
+    assert Snapshot({}, time=0.0).resumed_epochs == ()

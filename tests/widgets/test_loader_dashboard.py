@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -193,3 +194,27 @@ def test_a_loop_body_that_raises_in_ipython_marks_the_pass_failed(comms: CommLog
         assert watch.passes[-1].status == "stopped after 6 batches"
     finally:
         InteractiveShell.clear_instance()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_loader_that_resumed_mid_epoch_marks_that_epoch(catalog: LocalCatalog, comms: CommLog, workers: int) -> None:
+    path = make_volume(catalog, f"resumed{workers}", 12)
+    first = DataLoader(UCVolumeDataset(path), batch_size=2, num_workers=workers, mlflow=False)
+    stream = iter(first)
+    for _ in range(2):
+        next(stream)
+    position = first.state_dict()  # 4 of the epoch's 12 items delivered
+    del stream
+    loader = DataLoader(UCVolumeDataset(path), batch_size=2, num_workers=workers, monitor=True, mlflow=False)
+    clock, shown = ManualClock(), []
+    watch = LoaderMonitor(loader.live_stats, interval=600.0, show_after=0.0, clock=clock, display=shown.append)
+    loader.dashboard_monitor = watch
+    loader.load_state_dict(position)
+    assert sum(len(batch) for batch in loader) == 8  # the rest of epoch 0
+    assert sum(len(batch) for batch in loader) == 12  # epoch 1, whole
+    dashboard = watch.dashboard
+    assert dashboard is not None
+    assert [(p.label, p.epoch, p.state) for p in watch.passes] == [("epoch 0", 0, "done"), ("epoch 1", 1, "done")]
+    table = dashboard.epochs_table.value
+    assert re.search(r"<td[^>]*>epoch 0 \(resumed\)</td><td[^>]*>done</td><td[^>]*>4</td>", table), table
+    assert re.search(r"<td[^>]*>epoch 1</td><td[^>]*>done</td><td[^>]*>6</td>", table), table

@@ -6,11 +6,13 @@ import itertools
 import re
 import textwrap
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from uc_jupyter.telemetry.collector import Collector
 from uc_jupyter.telemetry.model import Snapshot
 from uc_jupyter.testing.clocks import ManualClock
 from uc_jupyter.testing.kernels import kernel_env, running_kernel
@@ -19,7 +21,7 @@ from uc_jupyter.testing.waits import wait_until
 from uc_jupyter.widgets import LoaderMonitor, monitor, widgets_can_render
 from uc_jupyter.widgets.charts import COLORS
 
-from .conftest import CommLog, recorded_run
+from .conftest import CommLog, loop, recorded_run, worker
 
 WAIT = 30.0  # seconds a test waits for the poll thread at most; it normally takes milliseconds
 
@@ -335,3 +337,36 @@ def test_each_new_cell_shows_the_same_dashboard_again(comms: CommLog) -> None:
         watch.end(run[-1])
     assert watch.dashboard is not None
     assert display.shown == [watch.dashboard.widget, watch.dashboard.widget]  # cell 1, then cell 2
+
+
+def test_the_epochs_table_marks_the_epoch_a_checkpoint_resumed(comms: CommLog) -> None:
+    run = recorded_run(2.0)
+    resumed = [Snapshot({k: replace(s, resumed_epoch=3) for k, s in snap.samples.items()}, snap.time) for snap in run]
+    clock, display = ManualClock(), Display()
+    watch = LoaderMonitor(Source(run), interval=600.0, show_after=0.0, clock=clock, display=display)
+    watch.begin("epoch 3", None, epoch=3)
+    clock.now = 1.0
+    watch.end(resumed[19])
+    watch.begin("epoch 4", resumed[19], epoch=4)  # its workers still to report: their last samples say 3
+    clock.now = 2.0
+    watch.end(run[-1])
+    dashboard = watch.dashboard
+    assert dashboard is not None
+    table = dashboard.epochs_table.value
+    assert re.search(r"<td[^>]*>epoch 3 \(resumed\)</td><td[^>]*>done</td>", table)
+    assert re.search(r"<td[^>]*>epoch 4</td><td[^>]*>done</td>", table)
+    assert [p.epoch for p in watch.passes] == [3, 4]
+
+
+def test_ranks_telemetry_in_the_kernel_shows_the_resumed_epoch(comms: CommLog) -> None:
+    """%%uc_distributed --monitor: one pass over the cell, fed by the ranks' samples in the kernel's Collector."""
+    collector, clock, display = Collector(clock=lambda: 1.0), ManualClock(), Display()
+    with monitor(
+        collector.snapshot, title="3 ranks", interval=600.0, show_after=0.0, clock=clock, display=display
+    ) as m:
+        for rank in range(3):
+            collector.offer(replace(worker(rank, 0, 1.0, 40), resumed_epoch=1))
+            collector.offer(loop(rank, 1.0, [0.01] * 5, [0.02] * 4))
+        clock.now = 1.0
+    assert m.dashboard is not None
+    assert re.search(r"<td[^>]*>epoch 1 \(resumed\)</td><td[^>]*>done</td>", m.dashboard.epochs_table.value)

@@ -95,3 +95,31 @@ def test_a_long_run_keeps_the_rows_it_shows_and_the_whole_sum() -> None:
     assert [row.label for row in rows] == [f"epoch {i}" for i in range(12, 20)] + [CUMULATIVE]
     assert [row.batches for row in rows] == [10] * 8 + [200]
     assert rows[-1].state == "20 passes"
+
+
+def test_a_pass_that_resumed_its_epoch_says_so_and_the_next_one_does_not() -> None:
+    resumed = replace(worker(0, 0, 10.0, 80, hits=5), resumed_epoch=3)
+    start = snapshot(0.0)
+    end = snapshot(10.0, loop(0, 10.0, [0.1] * 10, [0.1] * 9), resumed)
+    # The next pass has begun, its worker not heard from yet: the collector still holds the old
+    # sample that says epoch 3 resumed, which must not mark epoch 4.
+    early = snapshot(11.0, loop(0, 11.0, [0.1] * 11, [0.1] * 10), resumed)
+    passes = [PassRecord("epoch 3", start, end, "done", epoch=3), PassRecord("epoch 4", end, epoch=4)]
+    assert [r.label for r in epoch_rows(passes, early)] == ["epoch 3 (resumed)", "epoch 4", CUMULATIVE]
+    fresh = replace(resumed, seq=2, time=12.0, resumed_epoch=-1)  # epoch 4's worker: its pass did not resume
+    later = snapshot(12.0, loop(0, 12.0, [0.1] * 12, [0.1] * 11), fresh)
+    assert [r.label for r in epoch_rows(passes, later)] == ["epoch 3 (resumed)", "epoch 4", CUMULATIVE]
+    # The running pass of the resumed epoch is marked as soon as a stream says so.
+    assert epoch_rows([PassRecord("epoch 3", start, epoch=3)], end)[0].label == "epoch 3 (resumed)"
+    assert epoch_rows([PassRecord("epoch 3", start, epoch=3)], start)[0].label == "epoch 3"
+
+
+def test_a_block_of_work_on_ranks_names_the_epoch_its_ranks_resumed() -> None:
+    """Ranks' telemetry in the kernel (%%uc_distributed --monitor): one pass whose epochs are unknown."""
+    ranks = [replace(worker(rank, 0, 5.0, 40), resumed_epoch=1) for rank in range(3)]
+    now = snapshot(5.0, *(loop(rank, 5.0, [0.1] * 4, [0.1] * 3) for rank in range(3)), *ranks)
+    assert epoch_rows([PassRecord("", None)], now)[0].label == "epoch 1 (resumed)"
+    assert epoch_rows([PassRecord("3 ranks", None)], now)[0].label == "3 ranks: epoch 1 (resumed)"
+    mixed = snapshot(5.0, *ranks[:2], replace(ranks[2], resumed_epoch=2))  # never so, but said plainly
+    assert epoch_rows([PassRecord("", None)], mixed)[0].label == "epochs 1, 2 (resumed)"
+    assert epoch_rows([PassRecord("", None)], snapshot(5.0, worker(0, 0, 5.0, 40)))[0].label == ""

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import doctest
+from dataclasses import replace
 from types import ModuleType
 
 import pytest
 
 from uc_jupyter.telemetry.model import Histogram, Sample
 from uc_jupyter.widgets import advice, charts, passes, summary, units, view
-from uc_jupyter.widgets.view import HistoryPoint, fetch_share, shard_report, window
+from uc_jupyter.widgets.passes import PassRecord
+from uc_jupyter.widgets.view import DashboardView, HistoryPoint, fetch_share, shard_report, window
 
 from .conftest import loop, snapshot, worker
 
@@ -83,3 +85,14 @@ def test_summary_is_one_paragraph() -> None:
         "cache 5.00 MB of 10.0 MB (50%), hit rate 90%, 0 evictions; shards: 1 rank x 1 worker, 3,200 items."
     )
     assert "\n" not in text
+
+
+def test_the_main_figures_of_a_resumed_pass_are_labelled_with_it() -> None:
+    start = snapshot(0.0)
+    now = snapshot(10.0, loop(0, 10.0, [0.1] * 10, [0.1] * 9), replace(worker(0, 0, 10.0, 80), resumed_epoch=3))
+    shown = DashboardView.of(now, passes=[PassRecord("epoch 3", start, epoch=3)])
+    assert (shown.scope, shown.status_text) == ("epoch 3 (resumed)", "epoch 3 (resumed): running")
+    assert shown.epochs[0].label == "epoch 3 (resumed)"
+    text = summary(now, title="DataLoader", passes=[PassRecord("epoch 3", start, now, "done", epoch=3)])
+    assert text.startswith("DataLoader: epoch 3 (resumed): 10 batches, 320 samples")
+    assert DashboardView.of(now, passes=[PassRecord("epoch 4", start, epoch=4)]).scope == "epoch 4"

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from uc_jupyter.data.partition import Grid
 
-__all__ = ["current_grid", "current_rank", "stream_name"]
+__all__ = ["current_grid", "current_rank", "every_rank", "stream_name"]
 
 
 def current_rank() -> tuple[int, int]:
@@ -53,3 +54,14 @@ def current_grid() -> Grid:
 def stream_name(rank: int, worker: int) -> str:
     """The name of stream ``(rank, worker)`` in checkpoints: ``rank0-worker1``."""
     return f"rank{rank}-worker{worker}"
+
+
+def every_rank(value: Any) -> list[Any] | None:
+    """Every rank's ``value``, in rank order, when ``torch.distributed`` is up (a collective:
+    every rank must call it together), else None."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    everyone: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, value)
+    return everyone

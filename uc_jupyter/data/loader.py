@@ -32,10 +32,9 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -45,15 +44,23 @@ from uc_jupyter.data import consumer
 from uc_jupyter.data import options as opt
 from uc_jupyter.data.consumer import Progress
 from uc_jupyter.data.decode import DecodeError, from_worker
-from uc_jupyter.data.grid import current_rank, stream_name
-from uc_jupyter.data.loader_defaults import apply_defaults, check_arguments, check_dataset, worker_start_method
-from uc_jupyter.data.loader_workers import FinalSamples, ReportingCollate, WorkerInit, dataset_sample
+from uc_jupyter.data.grid import current_rank
+from uc_jupyter.data.loader_defaults import (
+    apply_defaults,
+    check_arguments,
+    check_dataset,
+    check_ranks_agree,
+    worker_start_method,
+)
+from uc_jupyter.data.loader_workers import Counted, FinalSamples, ReportingCollate, WorkerInit, dataset_sample
+from uc_jupyter.data.loop_timing import BatchTiming, LoopTiming, batch_len
 from uc_jupyter.data.partition import Grid
+from uc_jupyter.data.position import LoaderPosition
 from uc_jupyter.data.torch_tasks import delivered_worker, outstanding, tasks
 from uc_jupyter.telemetry import uplink
 from uc_jupyter.telemetry.collector import Collector
 from uc_jupyter.telemetry.mlflow_sink import MlflowSink
-from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot
+from uc_jupyter.telemetry.model import Sample, Snapshot
 from uc_jupyter.telemetry.reporter import Reporter
 
 if TYPE_CHECKING:
@@ -63,18 +70,6 @@ __all__ = ["BatchTiming", "DataLoader"]
 
 _TELEMETRY_QUEUE_SIZE = 1024
 _SAMPLES_PER_SECOND = 10.0  # the loop's own telemetry rate (docs/architecture.md: Telemetry)
-
-
-@dataclass(frozen=True)
-class BatchTiming:
-    """One batch as the training loop saw it."""
-
-    index: int  # batches delivered before this one, over all epochs
-    epoch: int
-    fetch_seconds: float  # time the loop waited in next()
-    compute_seconds: float  # time between the previous next() returning and this call
-    batch_size: int
-    worker: int | None  # the DataLoader worker that produced it (None: the loop's own process)
 
 
 class DataLoader(torch.utils.data.DataLoader[Any]):
@@ -93,6 +88,10 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         >>> loader = DataLoader(dataset, batch_size=32, num_workers=2)   # doctest: +SKIP
         >>> state = loader.state_dict()       # what the loop received so far, JSON-serialisable
         >>> loader.load_state_dict(state)     # a new loader continues with exactly the rest
+
+    The loader is ``Stateful``: ``dcp.save({"data": loader, ...})`` stores the whole job's data
+    position (every rank's), and ``dcp.load`` restores it on any world size and ``num_workers``
+    (see :meth:`load_state_dict`).
     """
 
     def __init__(
@@ -111,21 +110,20 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         if not args:  # positional arguments follow torch's order; only fill in what is missing
             apply_defaults(kwargs)
         super().__init__(dataset, *args, **kwargs)
-        if self.num_workers > 0 and self.multiprocessing_context is None:
-            self.multiprocessing_context = worker_start_method(dataset, self.collate_fn, self.worker_init_fn)
+        # Ours to choose (and to choose again, see _plumb_workers) when the caller did not.
+        self._choose_start = self.num_workers > 0 and self.multiprocessing_context is None
+        self._own_functions = (self.worker_init_fn, self.collate_fn)
         # A tuple, replaced on add and remove: a hook that removes itself mid-batch never makes the
         # loop skip another, and the loop iterates it without copying it per batch.
         self._hooks: tuple[Callable[[BatchTiming], object], ...] = ()
         self._clock = clock
         self._collector = Collector(clock=clock)
-        self._fetch = _Accumulator()
+        self._fetch = LoopTiming()
         # The loop's telemetry goes out at most 10 times a second (a pass's end and stats() at once).
         self._reporter = Reporter(self._take, rate=_SAMPLES_PER_SECOND, clock=clock)
-        self._epoch = 0
-        self._delivered: dict[str, int] = {}
-        self._resume_epoch: int | None = None
         self._checked_ranks = False
         self._rank = current_rank()[0]
+        self._position = LoaderPosition(self._rank, self.num_workers)
         self._started = clock()
         self._mlflow: MlflowSink | None = None
         self._log_to_mlflow = mlflow
@@ -133,33 +131,50 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         # The one dashboard of all monitored passes, made by the first; set your own LoaderMonitor
         # before iterating to choose where and when it shows.
         self.dashboard_monitor: LoaderMonitor | None = None
-        self._queue: Any = None
-        self._finals: FinalSamples | None = None
         self._inner: Iterator[Any] | None = None
-        # Which batches the loop has moved past, per pass and worker: a stream keeps each file it
-        # handed out pinned (its path valid) until then (see uc_jupyter.data.consumer).
+        self._plumb_workers()
+
+    def _plumb_workers(self) -> None:
+        """The workers' start method (when ours to choose) and what they share with the loop: the
+        telemetry queue, the final samples and which batches the loop has moved past (a stream keeps
+        each file it handed out pinned, its path valid, until then: uc_jupyter.data.consumer)."""
+        init_fn, collate_fn = self._own_functions
+        if self._choose_start:
+            self.multiprocessing_context = worker_start_method(self.dataset, collate_fn, init_fn)
         context = (self.multiprocessing_context or torch.multiprocessing) if self.num_workers > 0 else None
         self._progress = Progress(
             self.num_workers, self.batch_size or 1, shared=context, prefetch_factor=self.prefetch_factor
         )
+        self._queue: Any = None
+        self._finals: FinalSamples | None = None
+        self.worker_init_fn, self.collate_fn = init_fn, collate_fn
         if context is not None:
             self._queue = context.Queue(maxsize=_TELEMETRY_QUEUE_SIZE)
             self._finals = FinalSamples(context, self.num_workers)
-            self.worker_init_fn = WorkerInit(self.worker_init_fn, self._queue, self._progress, self._finals)
-            self.collate_fn = ReportingCollate(self.collate_fn)
+            self.worker_init_fn = WorkerInit(init_fn, self._queue, self._progress, self._finals)
+            self.collate_fn = ReportingCollate(collate_fn)
+
+    def _forks_unsafely(self) -> bool:
+        """Whether workers about to start would be forked from a process that has since used
+        object_store (a checkpoint read by dcp.load, another volume read in place)."""
+        if not self._choose_start or (self.persistent_workers and self._iterator is not None):
+            return False
+        method = getattr(self.multiprocessing_context, "get_start_method", lambda: "fork")()
+        from uc_jupyter.data.storage.objects import fork_safe
+
+        return method == "fork" and not fork_safe()
 
     # ---------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
-        epoch = self._epoch
-        self._epoch += 1
-        if self._resume_epoch is None or self._resume_epoch != epoch:
-            self._delivered = {}
-        self._resume_epoch = None
+        if self._forks_unsafely():
+            self._plumb_workers()  # spawned from now on (one notice says so)
+        epoch = self._position.epoch
+        self._position.begin()
         set_epoch = getattr(self.dataset, "set_epoch", None)
         if callable(set_epoch) and not (self.persistent_workers and self._iterator is not None):
             set_epoch(epoch)
         if not self._checked_ranks:
-            self._check_ranks()
+            check_ranks_agree(self.dataset, self.num_workers, self.batch_size)
             self._checked_ranks = True
         if self._log_to_mlflow:
             self._mlflow = MlflowSink.for_active_run(self._rank, self._mlflow, baseline=self.stats, clock=self._clock)
@@ -175,7 +190,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
 
             self.dashboard_monitor = LoaderMonitor(self.live_stats, title=_monitor_title(self.dataset))
         watch = self.dashboard_monitor
-        watch.begin(f"epoch {epoch}", self._final_stats())
+        watch.begin(f"epoch {epoch}", self._final_stats(), epoch=epoch)
         try:
             yield from inner
         except GeneratorExit:
@@ -224,6 +239,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
                 try:
                     batch = next(inner)
                 except StopIteration:
+                    self._position.ended()
                     break
                 except DecodeError as error:
                     plain = from_worker(error)  # torch's re-raise holds the worker's traceback in its message
@@ -236,6 +252,9 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
                         consumer.restore(bound)
                 got = clock()
                 worker = delivered_worker(inner, before)
+                position = self._position_after(batch)
+                if isinstance(batch, Counted):
+                    batch = batch.batch
                 size = self._items_in(batch)
                 timing = BatchTiming(
                     index=self._fetch.batches,
@@ -245,7 +264,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
                     batch_size=size,
                     worker=worker,
                 )
-                self._record(timing)
+                self._record(timing, position)
                 returned = clock()
                 yield batch
                 # The loop asked for the next batch: it is done with this one (a worker it could not
@@ -265,18 +284,25 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         """Samples in what the loader yielded: a collated batch's length, or without batching the
         dataset's own count (a table dataset's element is a batch of rows)."""
         if self.batch_size is not None or self.batch_sampler is not None:
-            return _batch_len(batch)
+            return batch_len(batch)
         items_in = getattr(self.dataset, "items_in", None)
         return int(items_in(batch)) if callable(items_in) else 1
 
-    def _record(self, timing: BatchTiming) -> None:
+    def _position_after(self, batch: Any) -> int | None:
+        """The delivering stream's position after ``batch``: what its worker sent with it, or
+        without workers the dataset's own (None: a dataset that keeps none)."""
+        if isinstance(batch, Counted):
+            return batch.position
+        position = getattr(self.dataset, "stream_position", None) if self.num_workers == 0 else None
+        return position() if callable(position) else None
+
+    def _record(self, timing: BatchTiming, position: int | None = None) -> None:
         sink = self._mlflow
         if sink is not None and sink.due():
             # A periodic window closes before this batch counts: the pass's end keeps a batch of its own.
             sink.hand_over(self.stats())
         self._fetch.add(timing)
-        stream = stream_name(self._rank, 0 if timing.worker is None else timing.worker)
-        self._delivered[stream] = self._delivered.get(stream, 0) + timing.batch_size
+        self._position.received(timing.worker, timing.batch_size, position)
         for hook in self._hooks:
             hook(timing)
         self._reporter.maybe_publish(self._loop_sample)
@@ -328,37 +354,45 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         self._collector.offer(sample)
 
     # ---------------------------------------------------------------- resume
+    @property
+    def epoch(self) -> int:
+        """The epoch the next pass runs (after :meth:`load_state_dict`: the checkpoint's, or the
+        one after it when its epoch had ended): ``for epoch in range(loader.epoch, epochs)``."""
+        return self._position.epoch
+
     def state_dict(self) -> dict[str, Any]:
-        """What the training loop has received in the current epoch, per stream, JSON-serialisable."""
-        fingerprint = self._fingerprint()
-        return {
-            "fingerprint": fingerprint,
-            "epoch": max(self._epoch - 1, 0),
-            "streams": dict(self._delivered),
-            "loader": {"num_workers": self.num_workers, "batch_size": self.batch_size},
-        }
+        """The whole job's data position, JSON-serialisable: the epoch and what the training loop
+        of every rank has received of it, per stream (a stream is a rank's DataLoader worker).
+
+        Under ``torch.distributed`` this is a collective (every rank's counts are gathered, so
+        every rank returns the same dict): call it on every rank together, as
+        ``torch.distributed.checkpoint`` does. Without it, only this rank's counts are known.
+        A state taken when a pass has ended points at the next epoch.
+        """
+        return self._position.state(self._fingerprint(), current_rank()[1], self._on_uneven())
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue where ``state`` was taken: the next pass delivers exactly the rest of its epoch."""
-        if not isinstance(state, dict) or "loader" not in state or "fingerprint" not in state:
+        """Continue where ``state`` was taken: the next pass runs its epoch and delivers exactly
+        what the training loops had not received of it, then normal epochs follow.
+
+        On the grid it was taken on (world size, ``num_workers``, the dataset's ``on_uneven``) every
+        stream continues where it stopped, batches in the order a run never interrupted gives; on
+        another grid the rest of the epoch is split over the new one: exactly once with
+        ``on_uneven="allow"``, with ``"pad"``/``"drop"`` only the reported padding repeats or the
+        reported remainder is left out. ``batch_size`` may differ.
+        """
+        if not isinstance(state, dict) or "fingerprint" not in state or "epoch" not in state:
             raise ValueError("not a DataLoader state: expected the dict DataLoader.state_dict() returns")
-        mine = {"num_workers": self.num_workers, "batch_size": self.batch_size}
-        for key, value in mine.items():
-            if state["loader"].get(key) != value:
-                raise ValueError(
-                    f"cannot resume: the checkpoint's {key} is {state['loader'].get(key)!r}, this loader's is {value!r}"
-                )
         loader_state = getattr(self.dataset, "load_state_dict", None)
         if not callable(loader_state):
             raise TypeError(f"{type(self.dataset).__name__} cannot resume: it has no load_state_dict()")
-        loader_state(
-            {"fingerprint": state["fingerprint"], "epoch": state["epoch"], "streams": state["streams"]},
-            grid=self._grid(),
-        )
-        self._epoch = int(state["epoch"])
-        self._resume_epoch = self._epoch
-        self._delivered = dict(state["streams"])
+        grid = self._grid()
+        loader_state(state, grid=grid)  # checks the data, and readies the dataset's streams
+        self._position.load(state, grid, self._on_uneven())
         self._iterator = None  # persistent workers hold the old position: start fresh ones
+
+    def _on_uneven(self) -> str:
+        return str(getattr(self.dataset, "on_uneven", "allow"))
 
     def _grid(self) -> Grid:
         rank, world = current_rank()
@@ -371,28 +405,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
                 f"{type(self.dataset).__name__} cannot be checkpointed: it has no fingerprint(); "
                 "use a dataset like UCVolumeDataset"
             )
-        return asdict(fingerprint(self._grid()))
-
-    def _check_ranks(self) -> None:
-        """With torch.distributed up, every rank must agree on workers, batch size and data."""
-        dist = sys.modules.get("torch.distributed")
-        if dist is None or not dist.is_available() or not dist.is_initialized():
-            return
-        fingerprint = getattr(self.dataset, "fingerprint", None)
-        mine = {
-            "num_workers": self.num_workers,
-            "batch_size": self.batch_size,
-            "dataset": asdict(fingerprint(self._grid())) if callable(fingerprint) else type(self.dataset).__name__,
-        }
-        everyone: list[Any] = [None] * dist.get_world_size()
-        dist.all_gather_object(everyone, mine)
-        for rank, theirs in enumerate(everyone):
-            for key in mine:
-                if theirs[key] != everyone[0][key]:
-                    raise RuntimeError(
-                        f"ranks disagree on {key}: rank 0 has {everyone[0][key]!r}, rank {rank} has "
-                        f"{theirs[key]!r}; every rank must build the same loader or data is duplicated or skipped"
-                    )
+        return asdict(fingerprint())
 
     def __enter__(self) -> DataLoader:
         return self
@@ -417,73 +430,11 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
             reclaim()
 
 
-class _Accumulator:
-    """The training loop's cumulative timing counters (one producer: ``(rank, MAIN_WORKER)``)."""
-
-    def __init__(self) -> None:
-        self.batches = 0
-        self.samples = 0
-        self.seq = 0
-        self._fetch = [0] * (len(Histogram().counts))
-        self._between = [0] * (len(Histogram().counts))
-        self._sums = [0.0, 0.0, 0.0, 0.0]  # fetch total, fetch squares, between total, between squares
-
-    def add(self, timing: BatchTiming) -> None:
-        self.batches += 1
-        self.samples += timing.batch_size
-        self._fetch[Histogram.bucket(timing.fetch_seconds)] += 1
-        self._sums[0] += timing.fetch_seconds
-        self._sums[1] += timing.fetch_seconds**2
-        if timing.index:  # the first batch has no compute time before it
-            self._between[Histogram.bucket(timing.compute_seconds)] += 1
-            self._sums[2] += timing.compute_seconds
-            self._sums[3] += timing.compute_seconds**2
-
-    def sample(self, rank: int, now: float, started: float, depths: tuple[int, ...]) -> Sample:
-        self.seq += 1
-        return Sample(
-            rank=rank,
-            worker=MAIN_WORKER,
-            seq=self.seq,
-            time=now,
-            batches=self.batches,
-            samples=self.samples,
-            fetch=Histogram(tuple(self._fetch), self._sums[0], self._sums[1]),
-            between=Histogram(tuple(self._between), self._sums[2], self._sums[3]),
-            queue_depth=sum(depths),
-            worker_queue_depths=depths,
-            started=started,
-        )
-
-
 def _monitor_title(dataset: Any) -> str:
     """'DataLoader over /Volumes/main/ml/images' (or a table's name) when the dataset says what it reads."""
     # A UCVolumeDataset's folder (not its listing, which may still be arriving), or a table's name.
     source = getattr(dataset, "volume_path", None) or getattr(dataset, "name", None)
     return f"DataLoader over {source}" if isinstance(source, str) and source else "DataLoader"
-
-
-def _batch_len(batch: Any) -> int:
-    """How many samples a collated batch holds.
-
-    torch's default collate turns samples that are tuples, e.g. ``(image, label)``, into a *list of
-    fields* (``[images, labels]``): the count is the first field's length, not the list's.
-    """
-    if isinstance(batch, (list, tuple)) and batch and isinstance(batch[0], (torch.Tensor, list, tuple, dict)):
-        return _field_len(batch[0])
-    if isinstance(batch, (list, tuple)):
-        return len(batch)
-    return _field_len(batch)
-
-
-def _field_len(field: Any) -> int:
-    if isinstance(field, torch.Tensor):
-        return int(field.shape[0]) if field.dim() else 1
-    if isinstance(field, dict):
-        return _field_len(next(iter(field.values()))) if field else 0
-    if isinstance(field, (list, tuple)):
-        return len(field)
-    return 1
 
 
 def _stop_workers(inner: Iterator[Any]) -> None:

@@ -32,6 +32,7 @@ __all__ = [
     "apply_defaults",
     "check_arguments",
     "check_dataset",
+    "check_ranks_agree",
     "worker_start_method",
 ]
 
@@ -106,3 +107,27 @@ def check_arguments(dataset: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     except TypeError as exc:  # an argument torch does not take: its own one-line message
         raise TypeError(f"DataLoader: {exc}") from None
     opt.check_loader_arguments(given.arguments)
+
+
+def check_ranks_agree(dataset: Any, num_workers: int, batch_size: int | None) -> None:
+    """With torch.distributed up, every rank must build the same loader (workers, batch size, data,
+    ``on_uneven``), or data is duplicated or skipped: a collective, on each loader's first pass."""
+    from dataclasses import asdict
+
+    from uc_jupyter.data.grid import every_rank
+
+    fingerprint = getattr(dataset, "fingerprint", None)
+    mine = {
+        "num_workers": num_workers,
+        "batch_size": batch_size,
+        "dataset": asdict(fingerprint()) if callable(fingerprint) else type(dataset).__name__,
+        "on_uneven": getattr(dataset, "on_uneven", None),
+    }
+    everyone = every_rank(mine) or [mine]
+    for rank, theirs in enumerate(everyone):
+        for key in mine:
+            if theirs[key] != everyone[0][key]:
+                raise RuntimeError(
+                    f"ranks disagree on {key}: rank 0 has {everyone[0][key]!r}, rank {rank} has "
+                    f"{theirs[key]!r}; every rank must build the same loader or data is duplicated or skipped"
+                )

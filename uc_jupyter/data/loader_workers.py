@@ -33,7 +33,7 @@ from uc_jupyter.telemetry import producer
 from uc_jupyter.telemetry.model import Sample
 from uc_jupyter.telemetry.reporter import Reporter
 
-__all__ = ["FinalSamples", "ReportingCollate", "WorkerInit", "dataset_sample"]
+__all__ = ["Counted", "FinalSamples", "ReportingCollate", "WorkerInit", "dataset_sample"]
 
 _SLOT_BYTES = 4096  # a pickled worker Sample is about 700 bytes
 _LOCK_SECONDS = 1.0  # held for microseconds; longer means its holder died holding it
@@ -146,8 +146,25 @@ class _WorkerPublisher:
         return dataset_sample(self._dataset, self.worker)
 
 
+class Counted:
+    """A batch on its way from a worker to the loop, with its stream's position after it (items
+    yielded so far: what the data position records once the loop has it, whatever the collate
+    made of them). torch pins the batch inside (it calls :meth:`pin_memory`)."""
+
+    __slots__ = ("batch", "position")
+
+    def __init__(self, batch: Any, position: int) -> None:
+        self.batch, self.position = batch, position
+
+    def pin_memory(self, device: Any = None) -> Counted:
+        from torch.utils.data._utils.pin_memory import pin_memory
+
+        return Counted(pin_memory(self.batch, device), self.position)  # type: ignore[no-untyped-call]
+
+
 class ReportingCollate:
-    """Collates as before, then nudges the worker's publisher (rate-limited, never blocking)."""
+    """Collates as before, then nudges the worker's publisher (rate-limited, never blocking) and,
+    for a dataset that keeps a position, sends the batch :class:`Counted`."""
 
     def __init__(self, collate: Callable[[Any], Any]) -> None:
         self.collate = collate
@@ -155,7 +172,10 @@ class ReportingCollate:
     def __call__(self, items: Any) -> Any:
         batch = self.collate(items)
         producer.notify()
-        return batch
+        info = torch.utils.data.get_worker_info()
+        position = getattr(info.dataset, "stream_position", None) if info is not None else None
+        at = position() if callable(position) else None
+        return batch if at is None else Counted(batch, at)
 
 
 def dataset_sample(dataset: Any, worker: int) -> Sample | None:

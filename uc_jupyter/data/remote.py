@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from uc_jupyter.catalog import storage as st
 from uc_jupyter.data import options as opt
+from uc_jupyter.data.committed import committed_entries
 
 if TYPE_CHECKING:
     from uc_jupyter.catalog import ResolvedVolumePath
@@ -42,7 +43,7 @@ __all__ = [
     "retry_delay",
 ]
 
-_MARKERS = ("_SUCCESS", "_committed_*", "_started_*")
+_MARKERS = ("_SUCCESS", "_committed_*", "_started_*", "_uc_export.json")
 _MARKER = re.compile("|".join(fnmatch.translate(marker) for marker in _MARKERS))
 # S3 error codes worth retrying whatever their status (RequestTimeout comes as a 400).
 _TRANSIENT_CODES = frozenset({"SlowDown", "Throttling", "RequestTimeout", "InternalError", "ServiceUnavailable"})
@@ -117,7 +118,8 @@ def list_volume(
     from ``resolved`` when not given): symlinks and other entries that are not regular files are
     skipped, with one warning (see :mod:`uc_jupyter.data.local_volume`). A remote volume is
     listed through ``storage`` (:func:`~uc_jupyter.data.storage.open_storage` of ``resolved`` when
-    not given).
+    not given). A table export's folder (its manifest at the top) gives the files its manifest
+    commits and nothing else (:mod:`uc_jupyter.data.committed`).
 
     Raises:
         NotFound: the folder does not exist.
@@ -125,6 +127,8 @@ def list_volume(
         EscapesVolume: the path to a local folder goes through a symlink.
         TypeError: ``include`` or ``exclude`` is not a glob pattern or a list of them.
         ValueError: nothing is left to read, or ``include`` is an empty list.
+        ManifestError: an export's manifest is damaged or names a file outside its export.
+        ExportIncomplete: an export's manifest names a file that is missing.
     """
     recursive = opt.flag("recursive", recursive)
     includes = opt.globs("include", include, allow_empty=False)
@@ -144,7 +148,8 @@ def list_volume(
         found = _remote_entries(resolved, recursive, folders, storage)
 
     wanted = file_filter(includes, excludes, keep)
-    files, visible = kept_files(found, wanted)
+    exported = committed_entries(resolved, found, local=local)  # an export folder: what its manifest names
+    files, visible = kept_files(found, wanted) if exported is None else kept_files(exported, wanted, hide=False)
     _warn_skipped(where, sorted(r for r in skipped if not _hidden(r) and wanted(r)))
     if not files:
         what = kept if includes or excludes or keep else "files"
@@ -191,11 +196,11 @@ def file_filter(
 
 
 def kept_files(
-    entries: Sequence[tuple[str, int, str | None]], wanted: Callable[[str], bool]
+    entries: Sequence[tuple[str, int, str | None]], wanted: Callable[[str], bool], *, hide: bool = True
 ) -> tuple[list[RemoteFile], int]:
-    """The files of ``entries`` a dataset reads (not hidden, ``wanted``), and how many were not
-    hidden (those left out of them count as skipped)."""
-    visible = [entry for entry in entries if not _hidden(entry[0])]
+    """The files of ``entries`` a dataset reads (not hidden unless ``hide`` is False, ``wanted``),
+    and how many were not hidden (those left out of them count as skipped)."""
+    visible = [entry for entry in entries if not (hide and _hidden(entry[0]))]
     return [RemoteFile(relative, size, version) for relative, size, version in visible if wanted(relative)], len(
         visible
     )

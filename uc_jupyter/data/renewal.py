@@ -26,11 +26,23 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from uc_jupyter.catalog.vended import refresh_due
 from uc_jupyter.data.downloads import Downloads, Job
 
-__all__ = ["Renewal", "RenewingDownloads"]
+if TYPE_CHECKING:
+    from uc_jupyter.catalog import Catalog
+
+__all__ = ["Renewal", "RenewingDownloads", "renew"]
+
+
+class _Expiring(Protocol):
+    @property
+    def expires_at(self) -> datetime | None: ...
+
+
+R = TypeVar("R", bound=_Expiring)
 
 
 class Renewal:
@@ -44,6 +56,30 @@ class Renewal:
     def is_due(self) -> bool:
         """Whether the options are to be replaced now (never for options that do not expire)."""
         return self.due is not None and self.clock() >= self.due
+
+
+def renew(
+    renewal: Renewal,
+    catalog: Catalog,
+    principal: str | None,
+    resolve: Callable[[Catalog], R],
+    location: Callable[[R], str],
+    *,
+    what: str,
+    was: str,
+    error: type[Exception],
+) -> tuple[R, Renewal] | None:
+    """When ``renewal`` is due: ``resolve`` again as ``principal`` (who made the dataset: a fresh
+    privilege check) and the next renewal; None when not due. ``error`` (one line) when the object
+    now lies elsewhere than ``was``: dropped and made again, it is not what the dataset read."""
+    if not renewal.is_due():
+        return None
+    assert principal is not None, "a dataset with options that expire knows who made it"
+    with catalog.as_principal(principal):
+        resolved = resolve(catalog)
+    if location(resolved) != was:
+        raise error(f"{what} now lies at {location(resolved)}, not at {was} where it was read; make the dataset again")
+    return resolved, Renewal(resolved.expires_at, clock=renewal.clock)
 
 
 class RenewingDownloads:

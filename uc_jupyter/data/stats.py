@@ -47,6 +47,7 @@ class StreamCounters:
     dropped: int = 0
     shard_size: int = 0
     skipped: int = 0
+    resumed_epoch: int = -1
 
     def known_shard(self, size: int) -> None:
         """A pass that started while its items arrive: its shard is known to be at least ``size``."""
@@ -75,6 +76,7 @@ class StreamStats:
     dropped: int = 0  # items trimmed from this rank (on_uneven="drop")
     shard_size: int = 0  # items this stream delivers per epoch
     skipped: int = 0  # this stream's share of the files left out by the filters (they sum to the dataset's)
+    resumed_epoch: int = -1  # the epoch this stream's current pass resumed mid-way (from a checkpoint); -1: it did not
 
     def sample(self, *, seq: int, time: float, cache: CacheStats | None) -> Sample:
         """This stream's telemetry sample at ``time``, with the shared ``cache``'s fill (None: no cache).
@@ -97,6 +99,7 @@ class StreamStats:
             skipped=self.skipped,
             padded=self.padded,
             dropped=self.dropped,
+            resumed_epoch=self.resumed_epoch,
             cache_used_bytes=cache.used_bytes if cache else 0,
             cache_max_bytes=cache.max_bytes if cache else 0,
             cache_evictions=cache.evictions if cache else 0,

@@ -1,8 +1,10 @@
 """What every partitioned dataset shares: epochs, the split over ranks and workers, checkpoints, counters.
 
 A :class:`PartitionedDataset` has ``n`` items (files of a volume folder, rows of a table). Each pass
-takes the next epoch, plans this stream's items with :func:`uc_jupyter.data.partition.plan`, skips
-what a checkpoint says was delivered, and hands the positions to the subclass's ``_stream``.
+takes the next epoch, plans this stream's items with :func:`uc_jupyter.data.partition.plan` (or, in
+an epoch resumed from a checkpoint, :func:`uc_jupyter.data.resume.segment_shard`: the rest of the
+epoch on this grid, whatever grid it was taken on), and hands the positions to the subclass's
+``_stream``. The dataset is ``Stateful`` for ``torch.distributed.checkpoint``.
 
 Example:
     >>> class Numbers(PartitionedDataset):
@@ -14,8 +16,8 @@ Example:
     ...             self._count(counters, stream, delivered=1, files=1)
     ...             yield int(p)
     >>> numbers = Numbers(3)
-    >>> list(numbers), numbers.state_dict()["streams"]
-    ([0, 1, 2], {'rank0-worker0': 3})
+    >>> list(numbers), numbers.state_dict()["segments"]
+    ([0, 1, 2], [[1, 1, 'pad', [3]]])
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import torch.utils.data
 from uc_jupyter.data import options as opt
 from uc_jupyter.data.grid import current_grid, stream_name
 from uc_jupyter.data.partition import Grid, GrowingCount, OnUneven, Shard, StreamPositions, plan, skipped_share
+from uc_jupyter.data.position import job_state
+from uc_jupyter.data.resume import Position, ResumePoint, Segment, resume_point, segment_shard
 from uc_jupyter.data.stats import StreamCounters, StreamStats
 
 __all__ = ["Fingerprint", "PartitionedDataset"]
@@ -45,15 +49,13 @@ _UNKNOWN_SHARD = Shard(indices=np.zeros(0, dtype=np.int64), rank_count=0, padded
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """What a checkpoint of a stream is only valid for."""
+    """The data a checkpoint of a stream is only valid for (the grid may change: see
+    :mod:`uc_jupyter.data.resume`)."""
 
     source: str  # the /Volumes folder or the table
     version: str  # listing digest, or Delta version plus columns and filter
     seed: int
     shuffle: bool
-    on_uneven: str
-    world_size: int
-    num_workers: int
 
 
 class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
@@ -66,7 +68,11 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
         self.seed = opt.whole_number("seed", seed)
         self.on_uneven = opt.choice("on_uneven", on_uneven, _ON_UNEVEN)
         self._next_epoch = 0
-        self._resume: dict[str, Any] | None = None
+        self._resume: ResumePoint | None = None
+        self._loaded: dict[str, Any] | None = None  # a loaded state, until a pass of it starts
+        self._prior: tuple[int, tuple[Segment, ...]] = (0, ())  # (epoch, segments before this process's)
+        self._pass_workers = 1  # DataLoader workers of the last pass here
+        self._stream_here: str | None = None  # the stream of the last pass here
         self._streams: dict[tuple[int, int], StreamCounters] = {}
         self._positions: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -110,7 +116,7 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
         twin = type(self).__new__(type(self))
         twin.__dict__.update(self.__getstate__())
         twin._lock = threading.Lock()
-        twin._streams, twin._positions, twin._resume = {}, {}, None
+        twin._streams, twin._positions, twin._resume, twin._loaded = {}, {}, None, None
         return twin
 
     # ---------------------------------------------------------------- torch protocol
@@ -121,23 +127,30 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
 
     def __iter__(self) -> Iterator[Any]:
         _freeze_inherited()
-        grid = current_grid()
+        worker = grid = current_grid()
         epoch = self._take_epoch()
-        arriving = None if self.shuffle else self._arriving()
+        resume = self._resume if self._resume is not None and self._resume.epoch == epoch else None
+        prior: tuple[Segment, ...] = ()
+        skip = 0
+        if resume is not None:
+            # torch's worker j runs stream (j + rotate): batches come in the order they would have.
+            # Its counters stay the worker's own (telemetry is per worker process).
+            grid = replace(grid, worker=resume.stream_of(grid.worker, grid.workers))
+            prior, skip = resume.prior, resume.skip[grid.worker]
+        stream = stream_name(grid.rank, grid.worker)
+        arriving = None if self.shuffle or prior else self._arriving()
         if arriving is not None:
-            stream = stream_name(grid.rank, grid.worker)
-            skip = self._skip_for(stream, epoch)
-            counters = self._record((grid.rank, grid.worker), _UNKNOWN_SHARD, epoch, stream, skip)
+            counters = self._record(worker, grid, _UNKNOWN_SHARD, epoch, skip, prior)
             # The shard's size so far, as its positions become known (dashboards show it growing).
             positions = StreamPositions(arriving, grid, self.on_uneven, skip, on_known=counters.known_shard)
             return self._stream(positions, counters, stream)
         n = self._item_count()
-        shard = plan(n, grid, shuffle=self.shuffle, seed=self.seed, epoch=epoch, on_uneven=self.on_uneven)
-        if shard.rank_count == 0:
+        shard = segment_shard(
+            n, grid, shuffle=self.shuffle, seed=self.seed, epoch=epoch, on_uneven=self.on_uneven, prior=prior
+        )
+        if shard.rank_count == 0 and not prior:  # a resumed segment may well have nothing left
             self._nothing_for(n, grid)
-        stream = stream_name(grid.rank, grid.worker)
-        skip = self._skip_for(stream, epoch)
-        counters = self._record((grid.rank, grid.worker), shard, epoch, stream, skip)
+        counters = self._record(worker, grid, shard, epoch, skip, prior)
         counters.skipped = skipped_share(self._skipped_count(), grid)
         return self._stream(shard.indices[skip:], counters, stream)
 
@@ -171,37 +184,45 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
         self._next_epoch = opt.whole_number("epoch", epoch)
 
     # ---------------------------------------------------------------- checkpoints
-    def fingerprint(self, grid: Grid | None = None) -> Fingerprint:
-        grid = grid or current_grid()
+    def fingerprint(self) -> Fingerprint:
+        """The data this dataset's checkpoints hold a position in."""
         source, version = self._identity()
-        return Fingerprint(
-            source=source,
-            version=version,
-            seed=self.seed,
-            shuffle=self.shuffle,
-            on_uneven=self.on_uneven,
-            world_size=grid.world_size,
-            num_workers=grid.num_workers,
-        )
+        return Fingerprint(source=source, version=version, seed=self.seed, shuffle=self.shuffle)
 
     def state_dict(self) -> dict[str, Any]:
-        """What the streams of this process delivered in the current epoch, JSON-serialisable.
+        """Where the streams run in this process are in the current epoch, JSON-serialisable.
+
+        Under ``torch.distributed`` it holds every rank's streams (a collective: call it on every
+        rank together, as ``torch.distributed.checkpoint`` does). Streams run by DataLoader workers
+        are the :class:`~uc_jupyter.data.DataLoader`'s to checkpoint: checkpoint the loader.
 
         Example:
             >>> state = ds.state_dict()        # doctest: +SKIP
             >>> ds2.load_state_dict(state)     # doctest: +SKIP
         """
         fingerprint = asdict(self.fingerprint())  # outside the lock: it may wait for a listing's end
+        here = current_grid()
+        rank, world = here.rank, here.world_size
         with self._lock:
+            if self._loaded is not None:  # no pass of the loaded state has started yet
+                return {**self._loaded, "fingerprint": fingerprint}
             epoch = max((s.epoch for s in self._streams.values()), default=self._next_epoch)
-            return {"fingerprint": fingerprint, "epoch": epoch, "streams": dict(self._positions)}
+            workers = self._pass_workers
+            row = [self._positions.get(stream_name(rank, w), 0) for w in range(workers)]
+            prior = self._prior[1] if self._prior[0] == epoch else ()
+        return job_state(fingerprint, epoch, prior, row, 0, world=world, workers=workers, on_uneven=self.on_uneven)
 
     def load_state_dict(self, state: dict[str, Any], grid: Grid | None = None) -> None:
-        """Resume: the next pass runs ``state``'s epoch, skipping what each stream delivered.
+        """Resume: the next pass runs ``state``'s epoch, delivering exactly what it had not.
 
-        ``grid`` is where the streams will run (a DataLoader passes its worker count).
+        ``grid`` is where the streams will run (a DataLoader passes its worker count): on the grid
+        the state was taken on, each stream continues where it stopped (the order of a run never
+        interrupted); on another world size, worker count or ``on_uneven``, the rest of the epoch
+        is split over the new grid (:mod:`uc_jupyter.data.resume`). A state of other data (another
+        folder or table, listing, version, seed or shuffle) is refused, naming what differs.
         """
-        expected = asdict(self.fingerprint(grid))
+        grid = grid or current_grid()
+        expected = asdict(self.fingerprint())
         given = state.get("fingerprint") if isinstance(state, dict) else None
         if not isinstance(given, dict):
             raise ValueError(f"not a {type(self).__name__} state: it has no 'fingerprint'")
@@ -212,8 +233,18 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
                 f"cannot resume {expected['source']}: the checkpoint's {first} is "
                 f"{given.get(first)!r}, this dataset's is {expected[first]!r}"
             )
-        self._resume = {"epoch": int(state["epoch"]), "streams": dict(state.get("streams", {}))}
-        self._next_epoch = int(state["epoch"])
+        position = Position.from_state(state)
+        resume = resume_point(position, grid.rank, grid.world_size, grid.num_workers, self.on_uneven)
+        with self._lock:
+            self._resume, self._next_epoch = resume, resume.epoch
+            self._loaded = {"fingerprint": given, **position.to_state()}
+
+    def stream_position(self) -> int | None:
+        """How many items the stream of this process's last pass has yielded of its epoch (with
+        what a resumed stream had delivered before): after a batch, exactly the items of the
+        batches so far, however the collate shaped them (None before any pass)."""
+        with self._lock:
+            return None if self._stream_here is None else self._positions.get(self._stream_here)
 
     def stream_stats(self) -> tuple[StreamStats, ...]:
         """Counters of the streams run in this process, cumulative over epochs."""
@@ -227,19 +258,20 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
             self._next_epoch += 1
             return epoch
 
-    def _skip_for(self, stream: str, epoch: int) -> int:
-        resume = self._resume
-        if resume is None or resume["epoch"] != epoch:
-            return 0
-        return int(resume["streams"].get(stream, 0))
-
-    def _record(self, key: tuple[int, int], shard: Shard, epoch: int, stream: str, skip: int) -> StreamCounters:
-        """Start a pass of stream ``key``: counters stay cumulative over epochs."""
+    def _record(
+        self, worker: Grid, grid: Grid, shard: Shard, epoch: int, skip: int, prior: tuple[Segment, ...]
+    ) -> StreamCounters:
+        """Start a pass of stream ``grid`` in ``worker``: its counters stay cumulative over epochs."""
+        key = (worker.rank, worker.worker)
         with self._lock:
             counters = self._streams.setdefault(key, StreamCounters(rank=key[0], worker=key[1]))
             counters.epoch, counters.padded, counters.dropped = epoch, shard.padded, shard.dropped
             counters.shard_size = len(shard.indices)
-            self._positions[stream] = skip
+            resumed = self._resume is not None and self._resume.epoch == epoch
+            counters.resumed_epoch = epoch if resumed else -1
+            self._stream_here = stream_name(grid.rank, grid.worker)
+            self._positions[self._stream_here] = skip
+            self._prior, self._pass_workers, self._loaded = (epoch, prior), grid.workers, None
             return counters
 
     def _count(self, counters: StreamCounters, stream: str | None = None, delivered: int = 0, **deltas: int) -> None:

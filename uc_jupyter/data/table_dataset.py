@@ -29,7 +29,7 @@ from uc_jupyter.catalog import Catalog, get_catalog
 from uc_jupyter.catalog.storage import delta_uri
 from uc_jupyter.data import options as opt
 from uc_jupyter.data.partition import OnUneven, StreamPositions
-from uc_jupyter.data.renewal import Renewal
+from uc_jupyter.data.renewal import Renewal, renew
 from uc_jupyter.data.stats import DatasetStats, StreamCounters
 from uc_jupyter.data.stream import PartitionedDataset
 from uc_jupyter.errors import first_line
@@ -166,20 +166,19 @@ class UCTableDataset(PartitionedDataset):
 
     def _renew(self) -> None:
         """Resolve the table again when its options are due (:mod:`uc_jupyter.data.renewal`)."""
-        if not self._renewal.is_due():
-            return
-        catalog = self._catalog or get_catalog()
-        assert self._principal is not None, "a dataset with options that expire knows who made it"
-        with catalog.as_principal(self._principal):
-            resolved = catalog.resolve_table(self.name)
-        location = delta_uri(resolved.storage_location)
-        if location != self._location:  # dropped and made again elsewhere: not the snapshot it pinned
-            raise ValueError(
-                f"table {self.name} now lies at {location}, not at {self._location} where it was read; "
-                "make the dataset again"
-            )
-        self._options = resolved.storage_options or None
-        self._renewal = Renewal(resolved.expires_at, clock=self._renewal.clock)
+        renewed = renew(
+            self._renewal,
+            self._catalog or get_catalog(),
+            self._principal,
+            lambda catalog: catalog.resolve_table(self.name),
+            lambda resolved: delta_uri(resolved.storage_location),
+            what=f"table {self.name}",
+            was=self._location,
+            error=ValueError,
+        )
+        if renewed is not None:
+            resolved, self._renewal = renewed
+            self._options = resolved.storage_options or None
 
 
 def _rows_at(table: pa.Table, positions: npt.NDArray[np.int64]) -> pa.Table:

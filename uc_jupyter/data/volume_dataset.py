@@ -35,6 +35,7 @@ from uc_jupyter.catalog import storage as st
 from uc_jupyter.data import consumer
 from uc_jupyter.data import options as opt
 from uc_jupyter.data.cache import CachedFile, FileCache
+from uc_jupyter.data.committed import is_export
 from uc_jupyter.data.decode import (
     DecodeError,
     built_in,
@@ -50,7 +51,7 @@ from uc_jupyter.data.local_volume import LocalVolume
 from uc_jupyter.data.partition import OnUneven, StreamPositions
 from uc_jupyter.data.prefetch import Prefetcher
 from uc_jupyter.data.remote import Listing, RemoteFile, RetryPolicy, VolumeReadError, file_filter, list_volume
-from uc_jupyter.data.renewal import Renewal, RenewingDownloads
+from uc_jupyter.data.renewal import Renewal, RenewingDownloads, renew
 from uc_jupyter.data.stats import DatasetStats, StreamCounters
 from uc_jupyter.data.storage import VolumeStorage, open_storage
 from uc_jupyter.data.stream import PartitionedDataset
@@ -201,7 +202,8 @@ class UCVolumeDataset(PartitionedDataset):
         storage = None if self._local else self._storage_now()
         self._listing: Listing | None = None
         self._growing: GrowingListing | None = None
-        if recursive and not shuffle and label_by is None and getattr(storage, "in_key_order", False):
+        streams = recursive and not shuffle and label_by is None and getattr(storage, "in_key_order", False)
+        if streams and not is_export(resolved, storage):  # an export is listed whole, from its manifest
             # An unshuffled pass reads in the listing's order: it can start on the first page.
             assert storage is not None
             self._growing = GrowingListing(
@@ -463,19 +465,20 @@ class UCVolumeDataset(PartitionedDataset):
     def _renew(self) -> bool:
         """Resolve the folder again when its options are due (:mod:`uc_jupyter.data.renewal`) and use
         the new ones from then on; True when it did."""
-        if not self._renewal.is_due():
+        renewed = renew(
+            self._renewal,
+            self._catalog or get_catalog(),
+            self._principal,
+            lambda catalog: catalog.resolve_volume_path(self._path),
+            lambda resolved: resolved.url,
+            what=self._path,
+            was=self._url,
+            error=VolumeReadError,
+        )
+        if renewed is None:
             return False
-        catalog = self._catalog or get_catalog()
-        assert self._principal is not None, "a dataset with options that expire knows who made it"
-        with catalog.as_principal(self._principal):
-            resolved = catalog.resolve_volume_path(self._path)
-        if resolved.url != self._url:  # dropped and made again elsewhere: the listing is not of it
-            raise VolumeReadError(
-                f"{self._path} now lies at {resolved.url}, not at {self._url} where it was listed; "
-                "make the dataset again"
-            )
+        resolved, self._renewal = renewed
         self._storage_options = resolved.storage_options
-        self._renewal = Renewal(resolved.expires_at, clock=self._renewal.clock)
         # The next downloads get a storage with the new options; the old one ends with the pass
         # (RenewingDownloads closes the downloads that hold it).
         self._storage = None

@@ -66,6 +66,7 @@ LOAD_OPTIONS: tuple[Option, ...] = (
     Option("--labels", choices=("folder",)),
     Option("--cache-dir", metavar="FOLDER"),
     Flag("--monitor", negatable=True),
+    Option("--resume", metavar="/Volumes/.../RUN"),
 )
 
 DISTRIBUTED_OPTIONS: tuple[Option, ...] = (

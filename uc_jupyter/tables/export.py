@@ -1,9 +1,19 @@
 """Tables too big for ``toPandas()``: export as Parquet into a volume, load with Hugging Face ``datasets``.
 
-``export_table`` writes into a temporary sibling folder and swaps it in only when complete, so a
-failed export leaves the previous contents intact. ``load_hf_dataset`` reads the Parquet files of
-a volume folder (marker and hidden files skipped) with ``datasets.load_dataset("parquet")``, split
-by node when ranks exist.
+``export_table`` has Spark write the table as Parquet into a private local folder (the local Spark
+server has no object-storage connector), uploads the files under a hidden prefix of the target
+folder (``<folder>/.uc-export-<id>/``), and makes them visible in one step by writing the committed
+manifest ``<folder>/_uc_export.json`` (:mod:`uc_jupyter.tables.export_manifest`); then the previous
+export's files go. Local (``file://``) and object-storage volumes take the same layout, through the
+volume write seam (:mod:`uc_jupyter.data.storage.writes`: no symlink followed on local volumes).
+Readers (``load_hf_dataset``, ``UCVolumeDataset``) read only what the manifest names
+(:mod:`uc_jupyter.data.committed`), so a failed or killed export leaves the previous one whole and
+readable. An exception removes its own upload, unless it came from the commit's write and the
+manifest read back names this export (the write landed: the upload stays, and the error is raised
+after a warning saying so); a killed export's upload is removed by a later export once it is
+:data:`~uc_jupyter.tables.export_manifest.STALE_AFTER_S` old (exports take no lock, and a younger
+prefix may be an export still running beside it). Folders exported before manifests (Parquet
+files at the top) still load, and the next export replaces their files.
 
 Example:
     >>> export_table("main.ml.iris", "/Volumes/main/ml/exports/iris")      # doctest: +SKIP
@@ -14,18 +24,28 @@ Example:
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import contextlib
-import uuid
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from uc_jupyter.catalog import AlreadyExists, Catalog, NotFound, get_catalog
 from uc_jupyter.catalog import storage as st
 from uc_jupyter.catalog.names import parse_volume_path
+from uc_jupyter.tables.export_manifest import MANIFEST, ExportFile, Manifest, ManifestError, leftovers, new_export_id
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from uc_jupyter.data.storage.writes import VolumeWrites
+
 __all__ = ["export_table", "load_hf_dataset"]
+
+_UPLOADS_AT_ONCE = 4  # files uploaded at once (each large one also sends its parts at once)
 
 
 def export_table(
@@ -38,10 +58,13 @@ def export_table(
 ) -> str:
     """Write table ``name`` as Parquet files into the volume folder ``path``; return ``path``.
 
-    Needs SELECT on the table and WRITE VOLUME on the volume; the volume must be on storage the
-    Spark server can write (local volumes here; object storage lacks an atomic folder swap and the
-    local server has no S3 connector). ``mode="error"`` refuses an existing folder.
+    Needs SELECT on the table and WRITE VOLUME on the volume, both checked before anything is
+    written. The volume may be local or on object storage (s3://, gs://, Azure); the Spark server
+    must be able to write this machine's local disk (the local server does). ``mode="error"``
+    refuses a folder that already holds files.
     """
+    from uc_jupyter.data.storage.writes import open_writes, staging_folder
+    from uc_jupyter.tables.delta import open_delta
     from uc_jupyter.tables.frames import table
 
     if mode not in ("overwrite", "error"):
@@ -50,26 +73,51 @@ def export_table(
     target_path = parse_volume_path(path)
     if not target_path.relative:
         raise ValueError(f"{path} is a whole volume; export into a folder of it, e.g. {path.rstrip('/')}/{name}")
-    resolved = cat.resolve_volume_path(str(target_path), write=True)
-    cat.resolve_table(name)  # SELECT, checked before anything is written
-    if not st.is_local(resolved.url):
-        raise ValueError(
-            f"cannot export into {target_path}: its volume is at {resolved.volume.storage_location}, and exports "
-            "go to volumes on local storage for now; export into a managed volume"
-        )
-    fs, target = resolved.fs, resolved.path.rstrip("/")
-    if fs.exists(target) and mode == "error":
-        raise AlreadyExists(f"{target_path} exists; export with mode='overwrite' to replace it")
-    parent, leaf = target.rsplit("/", 1)
-    staging = f"{parent}/.{leaf}.export-{uuid.uuid4().hex[:8]}"
+    where = str(target_path)
+    resolved = cat.resolve_volume_path(where, write=True)  # WRITE VOLUME
+    full_name = cat.resolve_table(name).table.full_name  # SELECT, checked before anything is written
+    root = resolved.volume.storage_location if st.is_local(resolved.url) else None
+    writes = open_writes(resolved.url, resolved.storage_options, where=where, root=root)
+    keys = _keys(writes)
+    previous = _committed(writes, keys, where)
+    if mode == "error" and any(not key.startswith(".") for key in keys):
+        raise AlreadyExists(f"{where} exists; export with mode='overwrite' to replace it")
+    version = open_delta(name, catalog=cat).version()
+    manifest = Manifest(new_export_id(), full_name, version, ())
+    # 0700 (only we, and the local Spark server as us, write it), on the disk uploads are staged on.
+    staging = Path(tempfile.mkdtemp(prefix="export-", dir=staging_folder()))
     try:
-        table(name, catalog=cat, spark=spark).write.mode("overwrite").parquet(staging)
-        _swap(fs, staging, target)
+        table(name, version=version, catalog=cat, spark=spark).write.mode("overwrite").parquet(str(staging / "out"))
+        manifest = Manifest(manifest.id, full_name, version, tuple(_parquet_files(staging / "out")))
+        _upload(writes, manifest, staging / "out")
+    except BaseException:
+        _remove_upload(writes, manifest)
+        raise
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            if fs.exists(staging):
-                fs.rm(staging, recursive=True)
-    return str(target_path)
+        shutil.rmtree(staging, ignore_errors=True)
+    try:
+        writes.put_bytes(MANIFEST, manifest.to_bytes())  # the commit: one PUT, visible whole or not at all
+    except BaseException:
+        # A write can raise after it landed (a reply lost after S3 stored it, a failed fsync of the
+        # folder after the rename, Ctrl-C between the two): the manifest then names our prefix, so it
+        # stays, and so do the previous export's files (the commit may not be durable yet). The error
+        # is raised all the same, after a warning saying so; a later export removes what is left
+        # (the older prefix once it is stale).
+        landed: bool | None
+        try:
+            found = _committed(writes, [MANIFEST], where)
+            landed = found is not None and found.id == manifest.id
+        except Exception:
+            landed = None  # not known: its files stay (a later export removes them once stale)
+        if landed is False:
+            _remove_upload(writes, manifest)
+        else:
+            done = "committed nevertheless" if landed else "may have committed"
+            message = f"{where}: export {manifest.id} {done}; its files and the previous export's stay"
+            warnings.warn(message, UserWarning, stacklevel=2)  # beside the error (no add_note on 3.10)
+        raise
+    _remove_replaced(writes, manifest, previous, where)
+    return where
 
 
 def load_hf_dataset(
@@ -80,7 +128,8 @@ def load_hf_dataset(
     catalog: Catalog | None = None,
     **load_options: Any,
 ) -> Any:
-    """The Parquet files under the volume folder ``path`` as a Hugging Face dataset.
+    """The Parquet files under the volume folder ``path`` as a Hugging Face dataset; of an export
+    folder, only the files its committed manifest names (one line if one of them is missing).
 
     Under ``torch.distributed`` (or RANK/WORLD_SIZE) the dataset is split by node, so every rank
     reads its own part. ``load_options`` go to ``datasets.load_dataset``.
@@ -111,18 +160,76 @@ def load_hf_dataset(
     return loaded
 
 
-def _swap(fs: Any, staging: str, target: str) -> None:
-    """Put ``staging`` where ``target`` is; the old contents are removed only after that."""
-    old = None
-    if fs.exists(target):
-        old = f"{target.rsplit('/', 1)[0]}/.{target.rsplit('/', 1)[1]}.old-{uuid.uuid4().hex[:8]}"
-        fs.mv(target, old, recursive=True)
+def _keys(writes: VolumeWrites) -> list[str]:
+    """Every file below the export folder (none when it does not exist yet)."""
     try:
-        fs.mv(staging, target, recursive=True)
-    except BaseException:
-        if old is not None:
-            fs.mv(old, target, recursive=True)
-        raise
-    if old is not None:
-        with contextlib.suppress(FileNotFoundError, NotFound):
-            fs.rm(old, recursive=True)
+        return writes.list()
+    except (FileNotFoundError, NotFound):
+        return []
+
+
+def _committed(writes: VolumeWrites, keys: list[str], where: str) -> Manifest | None:
+    """The folder's committed manifest, or None (none, or one too damaged to say what it names:
+    the files of such a folder that are not hidden go when this export commits)."""
+    if MANIFEST not in keys:
+        return None
+    try:
+        return Manifest.parse(writes.read_bytes(MANIFEST), where=where)
+    except (ManifestError, FileNotFoundError):
+        return None
+
+
+def _remove_upload(writes: VolumeWrites, manifest: Manifest) -> None:
+    """Remove the files of an export that did not commit (best effort: the error that stopped the
+    export is the one to see, and a leftover is removed by a later export once stale)."""
+    with contextlib.suppress(Exception):
+        writes.delete(writes.list(manifest.prefix))
+
+
+def _remove_replaced(writes: VolumeWrites, manifest: Manifest, previous: Manifest | None, where: str) -> None:
+    """Once ``manifest`` committed, remove the files it replaced; a failure is one warning (the export
+    stands, and the next one removes what is left). Keys the seam cannot address (a backslash in a
+    local file's name) are left where they are."""
+    try:
+        gone = leftovers(_keys(writes), committed=manifest, replaced=previous, now=time.time())
+        from uc_jupyter.data.storage.writes import is_addressable
+
+        addressable = [key for key in gone if is_addressable(key)]
+        writes.delete(addressable)
+    except Exception as exc:
+        warnings.warn(f"{where}: exported, but the previous export's files stay: {exc}", UserWarning, stacklevel=3)
+        return
+    if len(addressable) < len(gone):
+        odd = next(key for key in gone if key not in addressable)
+        warnings.warn(
+            f"{where}: exported, but {len(gone) - len(addressable)} file(s) whose names cannot be written "
+            f"through the volume stay, such as {odd!r}: remove them by hand",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _parquet_files(folder: Path) -> list[ExportFile]:
+    """The Parquet files Spark wrote into ``folder`` (its markers and checksums left out), with rows."""
+    import pyarrow.parquet as pq
+
+    if not (folder / "_SUCCESS").is_file():  # a Spark server on another machine wrote its own disk
+        raise OSError(
+            f"the Spark server wrote no export into {folder} on this machine: export_table needs a Spark "
+            "server on this machine (such as the local one)"
+        )
+    found = sorted(p for p in folder.iterdir() if p.suffix == ".parquet" and not p.name.startswith((".", "_")))
+    return [ExportFile(p.name, p.stat().st_size, pq.read_metadata(p).num_rows) for p in found]
+
+
+def _upload(writes: VolumeWrites, manifest: Manifest, folder: Path) -> None:
+    """Put the manifest's files under its prefix, a few at once, and check that all are there."""
+    with cf.ThreadPoolExecutor(_UPLOADS_AT_ONCE, thread_name_prefix="uc-jupyter-export") as pool:
+        sent = [pool.submit(writes.put_file, f"{manifest.prefix}/{f.name}", folder / f.name) for f in manifest.files]
+        for done in sent:
+            done.result()
+    # A concurrent export removes a prefix only once it is stale: one that did is caught here, not
+    # committed as a manifest naming files that are gone.
+    missing = sorted(set(manifest.file_keys()) - set(writes.list(manifest.prefix)))
+    if missing:
+        raise OSError(f"export {manifest.id}: {missing[0]} was removed while uploading; export the table again")

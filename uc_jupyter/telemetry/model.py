@@ -138,6 +138,7 @@ class Sample:
     skipped: int = 0  # files of the shard left out because they do not match (not images, include/exclude)
     padded: int = 0
     dropped: int = 0
+    resumed_epoch: int = -1  # a stream's: the epoch its current pass resumed mid-way from a checkpoint; -1: none
     queue_depth: int = 0  # the loop's sample: batches requested from workers, not yet delivered
     worker_queue_depths: tuple[int, ...] = ()  # the loop's sample: the same per worker
     cache_used_bytes: int = 0
@@ -249,6 +250,17 @@ class Snapshot:
 
     def worker_shard_sizes(self) -> dict[tuple[int, int], int]:
         return {k: s.shard_size for k, s in sorted(self.samples.items()) if s.worker != MAIN_WORKER}
+
+    @property
+    def resumed_epochs(self) -> tuple[int, ...]:
+        """The epochs that streams report their current pass resumed mid-way (from a checkpoint), sorted.
+
+        Example:
+            >>> fresh, resumed = Sample(rank=0, worker=0, seq=1, time=1.0), Sample(rank=1, worker=0, seq=1, time=1.0)
+            >>> Snapshot({(0, 0): fresh, (1, 0): replace(resumed, resumed_epoch=3)}, time=1.0).resumed_epochs
+            (3,)
+        """
+        return tuple(sorted({s.resumed_epoch for s in self._all() if s.resumed_epoch >= 0}))
 
     def queue_depths(self) -> dict[tuple[int, int], int]:
         """Batches each ``(rank, worker)`` has been asked for and not yet delivered."""

@@ -1,7 +1,8 @@
 """A small S3-compatible server over a local folder, with injected latency, bandwidth and failures.
 
-It speaks the part of S3 that reading a volume needs (ListObjectsV2, HeadBucket, HeadObject,
-GetObject with ranges, PutObject) so ``s3fs`` and ``obstore`` can use it, and it counts what it
+It speaks the part of S3 that reading and writing a volume needs (ListObjectsV2, HeadBucket,
+HeadObject, GetObject with ranges; PutObject, DeleteObject(s) and multipart uploads through
+:mod:`uc_jupyter.testing.s3_writes`) so ``s3fs`` and ``obstore`` can use it, and it counts what it
 serves. It checks no signature (moto does, for the tests of credentials); ``--require-key`` refuses
 requests that carry no credential of one access key. The tests, the benchmarks and the tutorial
 notebooks run it in its own process on 127.0.0.1:
@@ -16,14 +17,16 @@ constant; seeded), bytes pass one shared link of ``bandwidth`` bytes/s and at mo
 ``max_in_flight`` requests in flight is answered 503 SlowDown at once (0: no limit).
 
 Control endpoints (plain JSON, outside S3's namespace): ``GET /_control/stats`` (requests, GETs per
-key, bytes sent, ``clients``: requests by the product of their User-Agent (``object_store``,
+key, bytes sent and received, ``clients``: requests by the product of their User-Agent (``object_store``,
 ``aiobotocore``: which library asked), ``in_flight``: now, peak and the time-weighted ``mean`` since
 the last reset, ``delayed_seconds`` the bandwidth caps added, ``refused`` requests over
 ``max_in_flight``, and the settings; ``requests["refused unsigned"]`` counts those without the
 access key ``--require-key`` asks for), ``POST /_control/reset`` (counters and the in-flight window)
 and ``POST /_control/config`` with any setting above, ``fail_first`` (answer the first N GETs of each
 object with an error), ``fail_status`` (503 SlowDown, the default, or 500 InternalError) and
-``list_latency`` (seconds each listing page waits beyond the latency).
+``list_latency`` (seconds each listing page waits beyond the latency) and ``store_then_fail`` (a
+PutObject of a key ending in this string is stored, then answered 400 RequestTimeout: a write that
+landed although its client saw an error, as when a reply is lost; "" for none).
 
 Example:
     >>> with S3TestServer(root) as server:                     # doctest: +SKIP
@@ -53,12 +56,16 @@ from xml.sax.saxutils import escape
 
 from aiohttp import web
 
+from uc_jupyter.testing import s3_writes
+from uc_jupyter.testing.s3_answers import NS as _NS
+from uc_jupyter.testing.s3_answers import error as _error
+from uc_jupyter.testing.s3_answers import etag as _etag
+from uc_jupyter.testing.s3_answers import xml as _xml
 from uc_jupyter.testing.s3_listing import Listings
 from uc_jupyter.testing.s3_shaping import InFlight, Latency, Link
 
 __all__ = ["S3TestServer", "serve"]
 
-_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 _CHUNK = 64 * 1024
 
 
@@ -73,7 +80,9 @@ class _State:
         self.fail_first = int(settings.get("fail_first", 0))
         self.fail_status = 503
         self.list_latency = 0.0  # seconds each listing page waits on top of the latency
+        self.store_then_fail = ""  # a PutObject of a key ending in this is stored, then answered 400
         self.listings = Listings(root)
+        self.uploads = s3_writes.Uploads(root)
         self.reset()
 
     def reset(self) -> None:
@@ -82,14 +91,15 @@ class _State:
         self.attempts: collections.Counter[str] = collections.Counter()
         self.clients: collections.Counter[str] = collections.Counter()  # requests by User-Agent product
         self.bytes_sent = 0
+        self.bytes_received = 0
         self.refused = 0
         self.link.reset()
         self.in_flight.reset()
 
     def configure(self, config: dict[str, Any]) -> None:
         """Apply the settings ``config`` names (the rest stay as they are)."""
-        known = (*_SETTINGS, *_CONFIG_ONLY)
-        numbers = {name: float(value) for name, value in config.items() if name in known}
+        known = (*_SETTINGS, *_CONFIG_ONLY, *_TEXT_ONLY)
+        numbers = {name: float(value) for name, value in config.items() if name in known and name not in _TEXT_ONLY}
         unknown = sorted(set(config) - set(known))
         if unknown:
             raise ValueError(f"unknown settings {unknown}: use {sorted(known)}")
@@ -104,6 +114,7 @@ class _State:
         self.fail_first = int(numbers.get("fail_first", self.fail_first))
         self.fail_status = int(numbers.get("fail_status", self.fail_status))
         self.list_latency = numbers.get("list_latency", self.list_latency)
+        self.store_then_fail = str(config.get("store_then_fail", self.store_then_fail))
 
     def settings(self) -> dict[str, float]:
         return {
@@ -117,6 +128,9 @@ class _State:
             "list_latency": self.list_latency,
         }
 
+    def text_settings(self) -> dict[str, str]:
+        return {"store_then_fail": self.store_then_fail}
+
     async def throttle(self, request: web.Request, size: int) -> None:
         """Wait until ``size`` bytes have passed the shared link and this request's connection."""
         wait = self.link.delay(size, request.transport.get_extra_info("peername") if request.transport else None)
@@ -128,22 +142,7 @@ class _State:
 _SHAPING = ("latency", "latency_sigma", "bandwidth", "connection_bandwidth", "max_in_flight")
 _SETTINGS = (*_SHAPING, "fail_first", "fail_status")
 _CONFIG_ONLY = ("list_latency",)  # through /_control/config only (tests that hold listings back)
-
-
-def _xml(body: str, status: int = 200) -> web.Response:
-    return web.Response(
-        status=status,
-        body=f'<?xml version="1.0" encoding="UTF-8"?>\n{body}'.encode(),
-        content_type="application/xml",
-    )
-
-
-def _error(status: int, code: str, message: str) -> web.Response:
-    return _xml(f"<Error><Code>{code}</Code><Message>{escape(message)}</Message></Error>", status)
-
-
-def _etag(stat: os.stat_result) -> str:
-    return f'"{stat.st_ino:x}-{stat.st_mtime_ns:x}-{stat.st_size:x}"'
+_TEXT_ONLY = ("store_then_fail",)  # through /_control/config only, a string (tests of a write that landed)
 
 
 def _iso(mtime: float) -> str:
@@ -268,10 +267,12 @@ def _signed_with(request: web.Request, key: str) -> bool:
 async def _serve(state: _State, request: web.Request) -> web.StreamResponse:
     await asyncio.sleep(state.latency.draw())
     bucket, _, key = request.path.lstrip("/").partition("/")
-    if not bucket or not (state.root / bucket).is_dir():
+    if not bucket or bucket.startswith(".") or not (state.root / bucket).is_dir():
         return _error(404, "NoSuchBucket", f"no bucket {bucket!r}")
     if not key:
         state.requests["LIST" if request.method == "GET" else f"{request.method} bucket"] += 1
+        if request.method == "POST" and "delete" in request.query:
+            return s3_writes.delete_many(state, bucket, await request.text(), _object_path)
         if request.method == "GET" and "location" in request.query:
             return _xml(f'<LocationConstraint xmlns="{_NS}"></LocationConstraint>')
         if request.method == "GET":
@@ -282,12 +283,8 @@ async def _serve(state: _State, request: web.Request) -> web.StreamResponse:
     path = _object_path(state, bucket, key)
     if path is None:
         return _error(400, "InvalidArgument", "key escapes its bucket")
-    if request.method == "PUT":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.upload")
-        tmp.write_bytes(await request.read())
-        tmp.replace(path)
-        return web.Response(status=200, headers={"ETag": _etag(path.stat())})
+    if request.method in ("PUT", "POST", "DELETE"):
+        return await s3_writes.write(state, request, bucket, key, path)
     try:
         stat = path.stat()
     except OSError:
@@ -320,11 +317,13 @@ async def _control(state: _State, request: web.Request) -> web.Response:
             "requests": dict(state.requests),
             "gets": dict(state.gets),
             "bytes_sent": state.bytes_sent,
+            "bytes_received": state.bytes_received,
             "clients": dict(state.clients),
             "in_flight": state.in_flight.snapshot(),
             "delayed_seconds": state.link.delayed_seconds,
             "refused": state.refused,
             **state.settings(),
+            **state.text_settings(),
         }
     )
 
@@ -444,7 +443,7 @@ class S3TestServer:
     def reset(self) -> dict[str, Any]:
         return self._control("reset", {})
 
-    def configure(self, **config: float) -> dict[str, Any]:
+    def configure(self, **config: float | str) -> dict[str, Any]:
         return self._control("config", config)
 
     def _control(self, action: str, body: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -176,20 +176,22 @@ class LoaderMonitor:
         with self._lock:
             return self._pass is not None and not self._pass.ended
 
-    def begin(self, label: str, start: Snapshot | None) -> None:
+    def begin(self, label: str, start: Snapshot | None, *, epoch: int | None = None) -> None:
         """A new pass: ``label`` ("epoch 2") and the cumulative snapshot at its start (None: from zero).
 
-        A pass still open is ended as stopped first (the loop left it without saying so).
+        ``epoch``: the loader's epoch number, when the pass is one (its row then says when it resumed
+        mid-epoch from a checkpoint). A pass still open is ended as stopped first (the loop left it
+        without saying so).
         """
         if self.running:
             self.end(start, stopped=True)
         with self._lock:
             current = _Pass(began=self._clock(), cell=self._cell())
             self._pass = current
-            self.passes.append(PassRecord(label, start))
+            self.passes.append(PassRecord(label, start, epoch=epoch))
             forget_snapshots(self.passes)
             if self.dashboard is not None:
-                self.dashboard.begin_pass(label, start)
+                self.dashboard.begin_pass(label, start, epoch=epoch)
         self._hook_cell_end()
         if self._widgets:
             # The copied context carries the cell's output routing (ipykernel keeps the parent

@@ -17,6 +17,9 @@ Example:
     >>> rows = epoch_rows([PassRecord("epoch 0", start, end, "done")], end)
     >>> [(row.label, row.state, row.batches) for row in rows]
     [('epoch 0', 'done', 20)]
+
+A pass that resumed mid-epoch from a checkpoint says so: its streams report ``resumed_epoch``, and
+the row of that epoch reads "epoch 3 (resumed)" (:meth:`PassRecord.shown_label`).
 """
 
 from __future__ import annotations
@@ -102,7 +105,8 @@ def error_line(error: BaseException) -> str:
 class PassRecord:
     """One pass over a loader: its label ("epoch 2"), the snapshots at its start and end, and how it ended.
 
-    ``end`` is None while the pass runs; ``error`` is "Type: message" of a failed pass.
+    ``end`` is None while the pass runs; ``error`` is "Type: message" of a failed pass; ``epoch`` is
+    the loader's epoch number when the pass is one (None: a block of work, e.g. a cell on ranks).
     """
 
     label: str
@@ -110,6 +114,31 @@ class PassRecord:
     end: Snapshot | None = None
     state: PassState = "running"
     error: str = ""
+    epoch: int | None = None
+
+    def shown_label(self, current: Snapshot) -> str:
+        """The label, marked when the pass resumed mid-epoch from a checkpoint (its streams say so).
+
+        A pass of a known epoch is marked only when a stream resumed that very epoch: a sample left
+        from the previous, resumed pass (its workers not yet heard from) does not mark this one. A
+        block of work whose epochs are not known (ranks' telemetry in the kernel) names the epoch.
+
+        Example:
+            >>> from uc_jupyter.telemetry.model import Sample, Snapshot
+            >>> stream = Sample(rank=0, worker=0, seq=1, time=1.0, resumed_epoch=3)
+            >>> now = Snapshot({(0, 0): stream}, time=1.0)
+            >>> [PassRecord(f"epoch {n}", None, epoch=n).shown_label(now) for n in (3, 4)]
+            ['epoch 3 (resumed)', 'epoch 4']
+            >>> PassRecord("", None).shown_label(now), PassRecord("2 ranks", None).shown_label(now)
+            ('epoch 3 (resumed)', '2 ranks: epoch 3 (resumed)')
+        """
+        resumed = (self.end if self.end is not None else current).resumed_epochs
+        if self.epoch is not None:
+            return f"{self.label} (resumed)" if self.epoch in resumed else self.label
+        if not resumed:
+            return self.label
+        epochs = f"epoch {resumed[0]}" if len(resumed) == 1 else "epochs " + ", ".join(map(str, resumed))
+        return f"{self.label}: {epochs} (resumed)" if self.label else f"{epochs} (resumed)"
 
     def figures(self, current: Snapshot) -> Snapshot:
         """This pass's own figures: its end (or ``current`` while it runs) minus its start."""
@@ -162,7 +191,7 @@ def forget_snapshots(passes: list[PassRecord], keep: int = SHOWN_PASSES) -> None
 
 def epoch_rows(passes: Sequence[PassRecord], current: Snapshot, *, keep: int = SHOWN_PASSES) -> tuple[EpochRow, ...]:
     """A row per pass (the last ``keep``), then with two passes or more a cumulative row since the first."""
-    rows = [_row(record.label, record.status, record.figures(current)) for record in passes[-keep:]]
+    rows = [_row(record.shown_label(current), record.status, record.figures(current)) for record in passes[-keep:]]
     if len(passes) > 1:
         last = passes[-1]
         total = since(last.end if last.end is not None else current, passes[0].start)

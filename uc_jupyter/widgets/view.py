@@ -186,7 +186,7 @@ class DashboardView:
         """The view of ``snapshot`` (cumulative) with ``passes`` of the loader, the last one current."""
         current = passes[-1] if passes else None
         figures = current.figures(snapshot) if current is not None else snapshot
-        scope = current.label if current is not None else ""
+        scope = current.shown_label(snapshot) if current is not None else ""
         shards = shard_report(snapshot)
         judged = verdict(figures, scope=scope)
         return cls(
