@@ -194,13 +194,18 @@ def test_a_first_run_with_resume_starts_at_the_beginning_with_one_notice(
     assert capsys.readouterr().err == ""  # said once per run folder and process
 
 
-def test_resume_continues_from_the_newest_checkpoint(runs: LocalCatalog, capsys: pytest.CaptureFixture[str]) -> None:
+def save_two_steps() -> None:
+    """Checkpoints of a loader after its first file (step-1) and its second (step-2)."""
     loader = load(VOLUME, decode="text", batch_size=1, num_workers=0)
     stream = iter(loader)
     assert next(stream) == ["doc 0"]
     save({"data": loader}, f"{RUN}/step-1")
     assert next(stream) == ["doc 1"]
     save({"data": loader}, f"{RUN}/step-2")
+
+
+def test_resume_continues_from_the_newest_checkpoint(runs: LocalCatalog, capsys: pytest.CaptureFixture[str]) -> None:
+    save_two_steps()
     resumed = load(VOLUME, decode="text", batch_size=1, num_workers=0, resume=RUN)
     assert texts(resumed) == ["doc 2"]  # the rest of the epoch the checkpoint was taken in
     assert texts(resumed) == ["doc 0", "doc 1", "doc 2"]  # then whole epochs
@@ -210,12 +215,7 @@ def test_resume_continues_from_the_newest_checkpoint(runs: LocalCatalog, capsys:
 def test_resume_from_a_checkpoint_folder_itself_continues_from_it(
     runs: LocalCatalog, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    loader = load(VOLUME, decode="text", batch_size=1, num_workers=0)
-    stream = iter(loader)
-    assert next(stream) == ["doc 0"]
-    save({"data": loader}, f"{RUN}/step-1")
-    assert next(stream) == ["doc 1"]
-    save({"data": loader}, f"{RUN}/step-2")
+    save_two_steps()
     resumed = load(VOLUME, decode="text", batch_size=1, num_workers=0, resume=f"{RUN}/step-1")  # not the newest
     assert texts(resumed) == ["doc 1", "doc 2"]
     assert capsys.readouterr().err == (

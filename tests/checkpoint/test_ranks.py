@@ -90,17 +90,19 @@ def save_and_die(path: str, endpoint: str) -> None:
     import os
     import signal
     import threading
-    import time
     import urllib.request
 
     import torch.distributed as dist
 
+    from uc_jupyter.testing.waits import wait_until
+
+    def received() -> bool:
+        with urllib.request.urlopen(f"{endpoint}/_control/stats", timeout=10) as answer:
+            return bool(json.loads(answer.read())["bytes_received"] > 256 << 10)
+
     def killer() -> None:
-        while True:
-            with urllib.request.urlopen(f"{endpoint}/_control/stats", timeout=10) as answer:
-                if json.loads(answer.read())["bytes_received"] > 256 << 10:
-                    os.kill(os.getpid(), signal.SIGKILL)
-            time.sleep(0.005)
+        wait_until(received, "the S3 server to receive the save's first bytes", timeout_s=300, interval_s=0.005)
+        os.kill(os.getpid(), signal.SIGKILL)
 
     if dist.get_rank() == 1:
         threading.Thread(target=killer, daemon=True).start()
