@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PIP_NO_INPUT := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint bench lab clean java chromium labextension
+.PHONY: demo test check lint bench lab clean java chromium labextension
 
 # The JupyterLab extension: TypeScript in labextension/, built into uc_jupyter/labextension (the
 # install step's build hook builds it once; it is rebuilt here when its sources change). The venv's
@@ -84,9 +84,15 @@ lint: $(STAMP) labextension
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 test: lint java chromium ucclient azurite
 	$(VENV)/bin/pytest --durations=30
+
+# The edit-test loop: lint and every test that starts no server (no Spark, S3 server, moto, Azurite,
+# Ray, kernel, Jupyter or browser: tests/conftest.py marks those `servers`), in under 3 minutes.
+check: lint
+	$(VENV)/bin/pytest -m 'not servers' -p no:cacheprovider --durations=10 -q
 
 # The tutorials in JupyterLab, on the demo catalog (root needs --allow-root, e.g. in containers).
 lab: $(STAMP) labextension

@@ -42,7 +42,7 @@ from uc_jupyter.catalog.names import SecurableName
 from uc_jupyter.catalog.privileges import SecurableKind
 from uc_jupyter.catalog.rest import RestCatalog
 from uc_jupyter.catalog.tokens import TokenStore
-from uc_jupyter.data.volume_dataset import UCVolumeDataset
+from uc_jupyter.data.volume.dataset import UCVolumeDataset
 from uc_jupyter.testing.served import serve_process
 
 API = "/api/2.1/unity-catalog"

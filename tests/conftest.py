@@ -11,7 +11,7 @@ needed. A test about the embedded store itself (its SQLite file, files on disk, 
 home) is marked ``embedded_only("why")`` and runs on the embedded catalog only.
 
 object_store cannot run in a process forked from one that has made a request
-(:mod:`uc_jupyter.data.storage.objects`): a test whose own code reads object storage (a dataset
+(:mod:`uc_jupyter.storage.objects`): a test whose own code reads object storage (a dataset
 iterated without workers, a listing or download made directly) is marked ``in_a_fork`` (a test using
 an S3 fixture is marked so by itself) and runs in a forked child, so the test process stays clean and
 every later test's DataLoader workers fork and read through object_store as a user's would. A test
@@ -25,8 +25,13 @@ import contextlib
 import functools
 import os
 import pickle
+import subprocess
+import sys
 import threading
 import traceback
+import urllib.error
+import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,8 +41,12 @@ import pytest
 from uc_jupyter.catalog import Catalog, get_catalog
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.distributed.pool import RankPool
+from uc_jupyter.processes import free_port
 from uc_jupyter.tables.spark import LocalServer, local_server, stop_local_server
+from uc_jupyter.testing.catalogs import external_location
 from uc_jupyter.testing.ray_cluster import RayTestCluster
+from uc_jupyter.testing.s3_server import S3TestServer
+from uc_jupyter.testing.waits import wait_until
 
 ADMIN = "admin"
 TEST_CACHE_FLOOR = 64 << 20
@@ -53,13 +62,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "in_a_fork: run the test in a forked child, so its object_store requests leave this process clean"
     )
+    config.addinivalue_line(
+        "markers",
+        "servers: starts a server (Spark, S3 test server, moto, Azurite, GCS emulator, Ray, a kernel, Jupyter, "
+        "uc-jupyter serve, chromium); set by itself for the fixtures in _SERVER_FIXTURES; `make check` skips these",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     """Run an ``in_a_fork`` test's function in a forked child (its fixtures are made here, in the parent)
     and report how it ended; other tests run here as usual."""
-    from uc_jupyter.data.storage.objects import fork_safe
+    from uc_jupyter.storage.objects import fork_safe
 
     if pyfuncitem.get_closest_marker("in_a_fork") is None or not fork_safe():
         return None
@@ -95,7 +109,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 @pytest.fixture(autouse=True)
 def _object_store_stays_out_of_the_test_process(request: pytest.FixtureRequest) -> Iterator[None]:
-    from uc_jupyter.data.storage.objects import fork_safe
+    from uc_jupyter.storage.objects import fork_safe
 
     clean = fork_safe()
     yield
@@ -114,9 +128,41 @@ def _object_store_stays_out_of_the_test_process(request: pytest.FixtureRequest) 
 _OBJECT_STORE_FIXTURES = frozenset({"s3", "s3_server", "s3_volume"})
 
 
+# Fixtures that start a server of the suite's (a process or service the test talks to: Spark Connect, the S3
+# test server, moto, Azurite, fake-gcs-server, a Ray cluster, a Jupyter kernel or server, uc-jupyter serve,
+# JupyterLab with chromium), by name: every fixture of one of these names, in any conftest or test module,
+# starts one. A test that requests one, itself or through another fixture, is marked ``servers`` (see the
+# docstring); a test that starts one in its own body, or through a parameter, carries the mark itself.
+_SERVER_FIXTURES = frozenset(
+    {
+        "spark_server",  # tests/conftest.py: the session's Spark Connect server (spark_remote uses it)
+        "ray_cluster",  # tests/conftest.py: the session's 2-node Ray cluster
+        "s3_server",  # the S3 test server
+        "moto",  # moto_server, moto_iam's or a plain one
+        "iam",  # moto_iam
+        "az",  # Azurite
+        "gcs",  # fake-gcs-server
+        "served",  # uc-jupyter serve, in this process or its own
+        "server",  # tests/ucserver: uc-jupyter serve; tests/testing/test_s3_server.py: the S3 test server
+        "fresh_server",
+        "remote_server",
+        "own_server",
+        "admin_server",  # tests/server: jupyter server with the extension
+        "alice_server",
+        "kernel",  # a Jupyter kernel
+        "cluster",  # tests/testing/test_ray_cluster.py: a Ray cluster of its own
+        "other_torch_node",  # tests/distributed/test_ray_placement.py: a Ray cluster of its own
+        "lab",  # ui-tests: JupyterLab, driven by chromium
+    }
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         names = getattr(item, "fixturenames", ())
+        # A test's fixturenames are its whole closure, so a fixture built on a server fixture counts too.
+        if _SERVER_FIXTURES.intersection(names):
+            item.add_marker(pytest.mark.servers)
         # A test whose ranks read (make_pool) runs here: its own process makes no object_store request
         # (the check below still holds it to that), and a forked child could not start Ray: Ray's gRPC
         # state does not survive a fork of a process that has used it.
@@ -129,7 +175,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" not in metafunc.fixturenames or definition.get_closest_marker("both_backends") is None:
         return
     if definition.get_closest_marker("embedded_only") is None:
-        metafunc.parametrize("backend", ["local", "rest"])
+        # [rest] serves the test's home with an in-process uc-jupyter serve: a server; [local] starts none.
+        metafunc.parametrize("backend", ["local", pytest.param("rest", marks=pytest.mark.servers)])
 
 
 @pytest.fixture(autouse=True)
@@ -281,7 +328,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayTestClu
         yield cluster
 
 
-@pytest.fixture(scope="module", params=["local", "ray"])
+@pytest.fixture(scope="module", params=["local", pytest.param("ray", marks=pytest.mark.servers)])
 def placement(request: pytest.FixtureRequest) -> Iterator[str | None]:
     """Where a module's pools run: None (this machine) or "ray" (the session's Ray cluster)."""
     if request.param == "local":
@@ -305,3 +352,81 @@ def make_pool(placement: str | None) -> PoolMaker:
         return RankPool(n, cluster=placement, **options)
 
     return on_cluster
+
+
+# S3: moto (an independent implementation, one per module) and the project's S3 test server (one per
+# run), shared by the storage, data, checkpoint and loading tests.
+@pytest.fixture(scope="module")
+def moto() -> Iterator[str]:
+    """An independent S3 implementation (moto's server) on 127.0.0.1, one per test module (tests
+    may switch its signature checks on); yields its endpoint once it answers."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    last: list[OSError] = []
+
+    def answers() -> bool:
+        try:
+            urllib.request.urlopen(f"{endpoint}/moto-api/reset-auth", timeout=5).close()
+        except urllib.error.HTTPError:
+            return True  # it answers (a GET there is refused): it is up
+        except OSError as exc:
+            last[:] = [exc]
+            return False
+        return True
+
+    try:
+        wait_until(answers, lambda: f"moto's server at {endpoint} to answer (last: {last[-1:]})", 60, interval_s=0.2)
+        yield endpoint
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3TestServer]:
+    with S3TestServer(tmp_path_factory.mktemp("s3")) as server:
+        yield server
+
+
+@pytest.fixture
+def s3(s3_server: S3TestServer) -> Iterator[S3TestServer]:
+    """The shared server, with counters and injected faults reset around each test."""
+    s3_server.configure(latency=0.0, bandwidth=0.0, fail_first=0, fail_status=503, list_latency=0.0, store_then_fail="")
+    s3_server.reset()
+    yield s3_server
+    s3_server.configure(latency=0.0, bandwidth=0.0, fail_first=0, fail_status=503, list_latency=0.0, store_then_fail="")
+
+
+@pytest.fixture
+def s3_volume(catalog: Catalog, s3: S3TestServer) -> Callable[..., tuple[str, Path]]:
+    """Make an external volume on the S3 server; returns (its /Volumes path, its folder on disk).
+    Its credential vends its own keys (``vending: static``: the test server checks no signature), so
+    RestCatalog reads it with what ``uc-jupyter serve`` vends; the embedded catalog ignores the option."""
+
+    def make(name: str = "remote", **options: Any) -> tuple[str, Path]:
+        bucket = f"b{uuid.uuid4().hex[:12]}"
+        folder = s3.bucket(bucket) / "data"
+        folder.mkdir()
+        storage_options = {**s3.storage_options, "vending": "static", **options}
+        external_location(catalog, f"s3://{bucket}", storage_options)
+        catalog.create_volume(f"main.ml.{name}", f"s3://{bucket}/data")
+        return f"/Volumes/main/ml/{name}", folder
+
+    return make
+
+
+@pytest.fixture
+def local_volume(catalog: LocalCatalog) -> Callable[..., tuple[str, Path]]:
+    """Make a managed volume; returns (its /Volumes path, its folder on disk)."""
+
+    def make(name: str = "local") -> tuple[str, Path]:
+        info = catalog.create_volume(f"main.ml.{name}")
+        return info.path, Path(info.storage_location.removeprefix("file://"))
+
+    return make

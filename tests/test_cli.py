@@ -539,6 +539,7 @@ def test_demo_init_builds_then_keeps(home: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- a catalog server: --url / --token
+@pytest.mark.servers  # uc-jupyter serve, in this process
 def test_url_and_token_select_a_catalog_server(
     tmp_path: Path, ok: Callable[..., list[str]], cli: Callable[..., Result]
 ) -> None:

@@ -8,14 +8,13 @@ from types import ModuleType
 import pytest
 
 import uc_jupyter.ucserver as ucserver
-from uc_jupyter import errors, lazy, processes, progress
+from uc_jupyter import errors, lazy, options, processes, progress
 from uc_jupyter.catalog import (
     _rows,
     delta_files,
     entry_locks,
     http,
     local,
-    locations,
     metastore,
     names,
     pending,
@@ -23,7 +22,6 @@ from uc_jupyter.catalog import (
     reserved,
     rest_names,
     secrets,
-    storage,
     tokens,
     vended,
     wire,
@@ -32,13 +30,18 @@ from uc_jupyter.catalog import (
 )
 from uc_jupyter.checkpoint import layout as checkpoint_layout
 from uc_jupyter.checkpoint import rng
-from uc_jupyter.data import decode, options, pace, partition, position, remote, renewal, resume, stream, wanted
-from uc_jupyter.data.storage import writes
+from uc_jupyter.data.stream import partition, position, renewal, resume
+from uc_jupyter.data.stream import partitioned as stream
+from uc_jupyter.data.volume import decode, pace
+from uc_jupyter.data.volume import listing as remote
+from uc_jupyter.data.volume import window_files as wanted
 from uc_jupyter.distributed import accelerators, board, checks, outcome, payload, proctree, protocol, status
 from uc_jupyter.distributed import errors as rank_errors
 from uc_jupyter.distributed.launch import ray_cluster
 from uc_jupyter.jupyter import args
-from uc_jupyter.tables import export_manifest, spark_server, spark_watchdog
+from uc_jupyter.storage import export_manifest, keys, locations, retry, stores, writes
+from uc_jupyter.storage import urls as storage
+from uc_jupyter.tables import spark_server, spark_watchdog
 from uc_jupyter.telemetry import collector, model, producer, reporter, uplink
 from uc_jupyter.testing import boards, clocks, kernels, s3_answers, scripts, served, waits
 from uc_jupyter.ucserver import app as ucserver_app
@@ -58,10 +61,12 @@ from uc_jupyter.widgets import charts, view
         *(processes, errors, rank_errors, payload, protocol, board, proctree, args, charts, view),
         *(progress, spark_server, spark_watchdog, kernels, boards),
         *(wire, wire_errors, ucserver, ucserver_app, ucserver_auth, ucserver_routes_data, ucserver_serve),
-        *(http, vended, wire_read, rest_names, served, ucserver_routes_extensions),
+        *(http, vended, wire_read, rest_names, ucserver_routes_extensions),
+        pytest.param(served, marks=pytest.mark.servers),  # its example serves a home (uc-jupyter serve)
         *(pace, remote, wanted, waits, clocks, scripts),
         *(accelerators, status, ray_cluster, checks, outcome),
         *(resume, position, renewal, rng, checkpoint_layout, writes, s3_answers, export_manifest),
+        *(keys, retry, stores),
     ],
     ids=lambda m: m.__name__,
 )

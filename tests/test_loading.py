@@ -14,11 +14,9 @@ import pytest
 
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.data import DataLoader, UCTableDataset, UCVolumeDataset
-from uc_jupyter.data.decode import DecodeError
+from uc_jupyter.data.volume.decode import DecodeError
 from uc_jupyter.loading import load
 from uc_jupyter.testing.scripts import run_python
-
-from .data.conftest import s3, s3_server, s3_volume  # noqa: F401  (the data tests' S3 fixtures)
 
 VOLUME = "/Volumes/main/ml/docs"
 TABLE = "main.ml.t"
@@ -318,7 +316,7 @@ def test_other_spellings_of_a_run_folder_name_it_or_are_refused(
 RESUME_IN_A_FRESH_PROCESS = textwrap.dedent(
     """
     import json, sys
-    from uc_jupyter.data.storage.objects import fork_safe
+    from uc_jupyter.storage.objects import fork_safe
     from uc_jupyter.loading import load
 
     loader = load(sys.argv[1], decode="text", batch_size=2, num_workers=2, resume=sys.argv[2])
@@ -331,7 +329,7 @@ RESUME_IN_A_FRESH_PROCESS = textwrap.dedent(
 
 
 def test_a_loader_resuming_from_s3_has_workers_that_can_use_object_storage(
-    s3_volume: Callable[..., tuple[str, Path]],  # noqa: F811  (the fixture imported above)
+    s3_volume: Callable[..., tuple[str, Path]],
 ) -> None:
     """Reading the checkpoint from object storage through object_store in this process, after the
     loader was made, would leave forked workers unable to use it (fsspec fallback, or failure for

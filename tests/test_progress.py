@@ -153,6 +153,7 @@ def test_durations_read_as_people_say_them(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
 
 
+@pytest.mark.servers  # a Jupyter kernel
 def test_in_a_real_kernel_the_wait_is_one_widget_updated_in_place(tmp_path: Path) -> None:
     """jupyter_client talks to a real IPython kernel as JupyterLab does: one widget is displayed, its
     value is updated by comm messages, and nothing goes to the cell's streams."""

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from uc_jupyter.lazy import lazy_attributes
+from uc_jupyter.version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["__version__", "load", "load_ipython_extension", "unload_ipython_extension"]
 
 __getattr__ = lazy_attributes("uc_jupyter", {"load": "uc_jupyter.loading"})

@@ -61,7 +61,7 @@ class Settings:
             >>> Settings(Path("/h"), "me", None, "http://127.0.0.1:8080", "ucj_x").remote_catalog()
             ('http://127.0.0.1:8080', 'ucj_x', 'uc')
         """
-        from uc_jupyter.catalog import CatalogError
+        from uc_jupyter.errors import CatalogError
 
         if self.catalog_url:
             if not self.token:

@@ -1,8 +1,32 @@
-"""Turning third-party exceptions into the one-line messages our errors carry."""
+"""The errors every layer may raise, and the one-line messages they carry.
+
+They live at the bottom of the package, below storage and the catalog, because both raise them: a
+volume folder that does not exist is :class:`NotFound` whether the catalog or the storage found out.
+:mod:`uc_jupyter.catalog` exports them under the names users know, and they carry those names
+(``uc_jupyter.catalog.NotFound`` in a traceback, and when pickled across processes).
+"""
 
 from __future__ import annotations
 
-__all__ = ["first_line"]
+__all__ = ["CatalogError", "EscapesVolume", "NotFound", "first_line"]
+
+
+class CatalogError(Exception):
+    """Base of the catalog's errors; each message is one line naming the object."""
+
+    __module__ = "uc_jupyter.catalog"
+
+
+class NotFound(CatalogError, LookupError):
+    """The named catalog, schema, table, volume, file or principal does not exist."""
+
+    __module__ = "uc_jupyter.catalog"
+
+
+class EscapesVolume(CatalogError, PermissionError):
+    """A volume path that leads outside its volume (e.g. through a symlink) was refused."""
+
+    __module__ = "uc_jupyter.catalog"
 
 
 def first_line(exc: BaseException) -> str:

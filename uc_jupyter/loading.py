@@ -30,7 +30,7 @@ position of the newest complete checkpoint in that folder says (one saved with
 the rest of the interrupted epoch, then whole epochs. A folder with no checkpoint yet is a first run:
 one notice line, and the loader starts at the beginning, so the same notebook runs first and again.
 
-Every option is checked as :mod:`uc_jupyter.data.options` says, before anything is read: flags are
+Every option is checked as :mod:`uc_jupyter.options` says, before anything is read: flags are
 ``True``/``False``, counts whole numbers (``batch_size=0`` is refused, not replaced by a default),
 ``columns`` a list of names or one name as a str.
 
@@ -46,9 +46,9 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from uc_jupyter import options as opt
 from uc_jupyter.catalog import get_catalog
 from uc_jupyter.catalog.names import parse_name
-from uc_jupyter.data import options as opt
 from uc_jupyter.notices import notice
 
 if TYPE_CHECKING:

@@ -5,8 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+from pathlib import Path
 
-__all__ = ["alive", "free_port"]
+__all__ = ["alive", "client_connections", "free_port", "listening", "usable_cpus"]
+
+# States of a socket in /proc/net/tcp.
+_ESTABLISHED = "01"
+_LISTEN = "0A"
 
 
 def alive(pid: int) -> bool:
@@ -35,3 +40,35 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def client_connections(port: int, proc_net: Path = Path("/proc/net")) -> int | None:
+    """How many established TCP connections end at ``port`` on this machine; None without /proc."""
+    return _sockets(port, _ESTABLISHED, proc_net)
+
+
+def listening(port: int, proc_net: Path = Path("/proc/net")) -> bool | None:
+    """Whether something listens on TCP ``port`` here (asked without connecting, so that the
+    question is never counted as a client); None without /proc."""
+    count = _sockets(port, _LISTEN, proc_net)
+    return None if count is None else count > 0
+
+
+def _sockets(port: int, state: str, proc_net: Path) -> int | None:
+    count, found = 0, False
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = (proc_net / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        found = True
+        for line in lines:
+            parts = line.split()
+            if len(parts) > 3 and parts[3] == state and int(parts[1].rsplit(":", 1)[1], 16) == port:
+                count += 1
+    return count if found else None
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: what workers of this kernel's loaders can use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

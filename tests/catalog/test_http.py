@@ -10,8 +10,9 @@ import pytest
 
 from tests.catalog.scripted_http import Scripted, scripted_server
 from uc_jupyter.catalog import AlreadyExists, CatalogError, NotFound, PermissionDenied, Unauthenticated
-from uc_jupyter.catalog.http import Http, RetryPolicy, backoff_delays, base_url
+from uc_jupyter.catalog.http import CATALOG_RETRY, Http, base_url
 from uc_jupyter.processes import free_port
+from uc_jupyter.storage.retry import RetryPolicy
 
 
 @pytest.fixture
@@ -53,8 +54,11 @@ def test_databricks_temporary_credentials_are_under_2_0() -> None:
 
 
 def test_backoff_is_exponential_capped_and_jittered() -> None:
-    assert backoff_delays(5, base=0.5, cap=2.0, rng=lambda: 1.0) == [0.5, 1.0, 2.0, 2.0, 2.0]
-    assert backoff_delays(2, base=0.5, cap=2.0, rng=lambda: 0.0) == [0.25, 0.5]
+    policy = RetryPolicy(attempts=6, base_seconds=0.5, max_seconds=2.0, jitter="equal")
+    assert policy.delays(5, lambda: 1.0) == [0.5, 1.0, 2.0, 2.0, 2.0]
+    assert policy.delays(2, lambda: 0.0) == [0.25, 0.5]
+    assert policy.delays(9, lambda: 1.0) == [0.5, 1.0, 2.0, 2.0, 2.0]  # never more retries than attempts - 1
+    assert CATALOG_RETRY.delays(CATALOG_RETRY.attempts, lambda: 0.0) == [0.1, 0.2, 0.4, 0.8]
 
 
 def test_sends_bearer_token_query_and_json(scripted: Scripted) -> None:
@@ -92,7 +96,9 @@ def test_gives_up_after_the_retries_with_one_line(scripted: Scripted) -> None:
     scripted.script = [(503, {"error_code": "TEMPORARILY_UNAVAILABLE", "message": "busy"}, {})]
     sleeps = Sleeps()
     with pytest.raises(CatalogError, match=r"^busy \(TEMPORARILY_UNAVAILABLE 503\)$"):
-        _http(scripted.url, sleeps, retry=RetryPolicy(retries=2)).call("GET", "/catalogs")
+        _http(scripted.url, sleeps, retry=RetryPolicy(attempts=3, base_seconds=0.2, jitter="equal")).call(
+            "GET", "/catalogs"
+        )
     assert len(scripted.seen) == 3 and len(sleeps.waits) == 2
 
 
@@ -114,7 +120,7 @@ def test_connection_refused_is_retried_then_one_line() -> None:
     sleeps = Sleeps()
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(CatalogError, match="cannot reach the catalog server at .* after 3 tries") as caught:
-        _http(url, sleeps, retry=RetryPolicy(retries=2)).call("GET", "/catalogs")
+        _http(url, sleeps, retry=RetryPolicy(attempts=3, base_seconds=0.2, jitter="equal")).call("GET", "/catalogs")
     assert "\n" not in str(caught.value) and len(sleeps.waits) == 2
 
 

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from uc_jupyter.catalog import AlreadyExists, NotFound, PermissionDenied, StagingTableInfo, as_principal
-from uc_jupyter.catalog import storage as st
 from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.storage import urls as st
 from uc_jupyter.testing.clocks import ManualClock
 
 TTL = 600.0

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from uc_jupyter.catalog import NotFound, PermissionDenied, as_principal
-from uc_jupyter.catalog import storage as st
 from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.storage import urls as st
 
 
 @pytest.fixture

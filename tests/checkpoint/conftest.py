@@ -1,11 +1,9 @@
-"""Volumes for the checkpoint tests: the data tests' local and S3 ones (tests/data/conftest.py),
-and state dicts whose every dtype and shape a checkpoint must give back bit for bit."""
+"""State dicts for the checkpoint tests (their volumes are the suite's local and S3 ones, in
+tests/conftest.py): state dicts whose every dtype and shape a checkpoint must give back bit for bit."""
 
 from __future__ import annotations
 
 import torch
-
-from tests.data.conftest import local_volume, s3, s3_server, s3_volume  # noqa: F401  (fixtures)
 
 
 def every_kind(seed: int) -> dict[str, object]:

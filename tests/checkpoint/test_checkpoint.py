@@ -25,7 +25,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:Us
 Volume = Callable[..., tuple[str, Path]]
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.servers)])  # s3: the S3 test server
 def volume(request: pytest.FixtureRequest) -> tuple[str, Path]:
     """(the /Volumes path of a fresh volume, its folder on disk), local or on the S3 test server."""
     made: tuple[str, Path] = request.getfixturevalue(f"{request.param}_volume")("ckpt")
@@ -251,7 +251,7 @@ def test_bad_arguments_are_refused_in_one_line(local_volume: Volume) -> None:
         UCVolumeWriter(path)
 
 
-@pytest.mark.parametrize("module", ["uc_jupyter.checkpoint.layout", "uc_jupyter.data.storage.writes"])
+@pytest.mark.parametrize("module", ["uc_jupyter.checkpoint.layout", "uc_jupyter.storage.writes"])
 def test_the_pure_modules_examples_run(module: str) -> None:
     import doctest
     import importlib

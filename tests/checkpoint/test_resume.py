@@ -86,7 +86,7 @@ def train(
     }
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", pytest.param("s3", marks=pytest.mark.servers)])  # s3: the S3 test server
 def volume(request: pytest.FixtureRequest) -> tuple[str, str]:
     """(the data's /Volumes folder, a run folder for checkpoints) on a local or an S3 volume."""
     make: Volume = request.getfixturevalue("local_volume" if request.param == "file" else "s3_volume")

@@ -4,8 +4,12 @@ machine's own Ray, and on a real two-node Ray cluster (the session's), where its
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sys
+import tempfile
 import warnings
+from collections.abc import Iterator
+from pathlib import Path
 
 import cloudpickle
 import numpy as np
@@ -29,6 +33,24 @@ def no_cluster_address(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def machine_ray_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Where the ranks started meanwhile find the machine's Ray state, a folder of the test's: a local
+    ``ray.init()`` writes its sessions into Ray's shared folder (/tmp/ray, through ``RAY_TMPDIR``) and,
+    with token auth on by default, a token into the user's ~/.ray (through ``HOME``) that turns auth on
+    for every later ``ray start`` on the machine. The suite must leave neither behind."""
+    root = Path(tempfile.mkdtemp(prefix="m-", dir="/tmp"))  # short: Ray's socket paths under it must fit
+    (root / "home").mkdir()
+    monkeypatch.setenv("RAY_TMPDIR", str(root))
+    monkeypatch.setenv("HOME", str(root / "home"))
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
 def on_cluster(ray_cluster: RayTestCluster, monkeypatch: pytest.MonkeyPatch) -> RayTestCluster:
     """The session's cluster named by UC_JUPYTER_RAY_ADDRESS, as a notebook on a cluster has it."""
     monkeypatch.setenv("UC_JUPYTER_RAY_ADDRESS", ray_cluster.address)
@@ -46,8 +68,9 @@ def processes_under(pid: int) -> list[str]:
     return found
 
 
+@pytest.mark.servers  # starts a local Ray
 @pytest.mark.usefixtures("no_cluster_address")
-def test_without_a_cluster_it_runs_once_on_a_ray_of_this_machine() -> None:
+def test_without_a_cluster_it_runs_once_on_a_ray_of_this_machine(machine_ray_state: Path) -> None:
     # First in the module: its own Ray starts and stops before the session's cluster is asked for.
     @ray_launch
     def squares(n: int) -> tuple[list[int], int, bool]:
@@ -69,6 +92,9 @@ def test_without_a_cluster_it_runs_once_on_a_ray_of_this_machine() -> None:
     rank_pid = status.ranks[0].pid
     assert pool.run(lambda: __import__("ray").is_initialized()) == [False]
     assert not processes_under(rank_pid)
+    # As on a fresh machine: the rank's Ray kept its sessions, and made its token, where it was told to.
+    assert list((machine_ray_state / "ray").glob("session_*"))
+    assert (machine_ray_state / "home" / ".ray" / "auth_token").is_file()
 
 
 def test_on_the_cluster_its_tasks_reach_both_nodes_and_the_result_comes_first(

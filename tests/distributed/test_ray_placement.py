@@ -89,6 +89,7 @@ def test_a_frozen_node_is_reported_lost_within_seconds_with_its_address(on_clust
         assert pool.run(all_reduce_and_where) == [(2.0, "0", "0"), (2.0, "1", "0")]  # a fresh start
 
 
+@pytest.mark.servers  # starts a Ray cluster of its own
 def test_a_killed_node_is_reported_with_its_address_and_the_others_are_stopped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -64,6 +64,7 @@ def test_tables_with_spark_connect(tmp_path: Path) -> None:
     assert "rows exported and loaded: 3000" in out
 
 
+@pytest.mark.servers  # runs the notebook in a Jupyter kernel
 def test_volumes_to_pytorch(tmp_path: Path) -> None:
     notebook = execute("02_volumes_to_pytorch.ipynb", tmp_path)
     out = text_of(notebook)
@@ -77,6 +78,7 @@ def test_volumes_to_pytorch(tmp_path: Path) -> None:
     assert any(m["state"].get("value", 0) > 0 for m in bars)  # the cache filled
 
 
+@pytest.mark.servers  # runs the notebook in a Jupyter kernel
 def test_distributed_training(tmp_path: Path) -> None:
     notebook = execute("03_distributed_training.ipynb", tmp_path)
     out = text_of(notebook)
@@ -87,6 +89,7 @@ def test_distributed_training(tmp_path: Path) -> None:
     assert any(m["model_name"] == "ImageModel" for m in widget_models(notebook))
 
 
+@pytest.mark.servers  # runs the notebook in a Jupyter kernel
 def test_governance(tmp_path: Path) -> None:
     out = text_of(execute("04_governance.ipynb", tmp_path))
     assert "alice may read 1000 files of /Volumes/main/ml/images/circle" in out
@@ -94,6 +97,7 @@ def test_governance(tmp_path: Path) -> None:
     assert "alice may now read 3000 rows of main.ml.iris" in out
 
 
+@pytest.mark.servers  # runs the notebook in a Jupyter kernel
 def test_checkpoints_and_resume(tmp_path: Path) -> None:
     notebook = execute("05_checkpoints_and_resume.ipynb", tmp_path)
     out = text_of(notebook)

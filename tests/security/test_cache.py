@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.data import FileCache, UCVolumeDataset
 from uc_jupyter.data.cache import CachedFile, Ticket
-from uc_jupyter.data.remote import VolumeReadError
+from uc_jupyter.storage.errors import VolumeReadError
 from uc_jupyter.testing.catalogs import external_location
 from uc_jupyter.testing.mounts import MountUnavailable, mounted
 from uc_jupyter.testing.s3_server import S3TestServer

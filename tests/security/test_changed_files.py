@@ -21,10 +21,10 @@ import pytest
 
 from uc_jupyter.catalog.local import LocalCatalog
 from uc_jupyter.data import UCVolumeDataset
-from uc_jupyter.data.remote import VolumeReadError
-from uc_jupyter.data.storage import open_storage
-from uc_jupyter.data.storage.filesystem import FsspecStorage
-from uc_jupyter.data.storage.objects import ObjectStorage
+from uc_jupyter.storage.errors import VolumeReadError
+from uc_jupyter.storage.filesystem import FsspecStorage
+from uc_jupyter.storage.objects import ObjectStorage
+from uc_jupyter.storage.reads import open_storage
 from uc_jupyter.testing.catalogs import external_location
 from uc_jupyter.testing.s3_server import S3TestServer
 

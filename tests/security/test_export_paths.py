@@ -15,9 +15,9 @@ import pytest
 
 from uc_jupyter.catalog.local import EscapesVolume, LocalCatalog
 from uc_jupyter.data import UCVolumeDataset
-from uc_jupyter.data.committed import ExportIncomplete
+from uc_jupyter.data.volume.committed import ExportIncomplete
+from uc_jupyter.storage.export_manifest import MANIFEST, ExportFile, Manifest, ManifestError, new_export_id
 from uc_jupyter.tables import export_table, load_hf_dataset
-from uc_jupyter.tables.export_manifest import MANIFEST, ExportFile, Manifest, ManifestError, new_export_id
 from uc_jupyter.testing.catalogs import external_location
 from uc_jupyter.testing.s3_server import S3TestServer
 
@@ -87,6 +87,7 @@ def test_a_manifest_whose_id_climbs_out_is_refused(
         UCVolumeDataset(f"{path}/t")
 
 
+@pytest.mark.servers  # starts an S3 test server of its own
 @pytest.mark.in_a_fork
 def test_an_edited_manifest_on_s3_is_refused(catalog: LocalCatalog, tmp_path: Path) -> None:
     with S3TestServer(tmp_path / "s3") as server:

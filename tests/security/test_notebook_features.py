@@ -45,7 +45,7 @@ from uc_jupyter.catalog import InvalidName, NotFound, PermissionDenied, as_princ
 from uc_jupyter.catalog.external import ReservedStorage
 from uc_jupyter.catalog.local import EscapesVolume, LocalCatalog
 from uc_jupyter.data import UCVolumeDataset, decode_image
-from uc_jupyter.data.decode import DecodeError
+from uc_jupyter.data.volume.decode import DecodeError
 from uc_jupyter.jupyter.args import parse
 from uc_jupyter.jupyter.magics import LOAD_OPTIONS
 from uc_jupyter.server.browse import status_of

@@ -207,6 +207,7 @@ def test_as_principal_reaches_the_ranks_of_a_warm_pool(guarded: LocalCatalog, po
     assert {r.pid for r in pool.status().ranks} == pids  # the same warm ranks all along
 
 
+@pytest.mark.servers  # serves its home (uc-jupyter serve)
 def test_over_a_catalog_server_ranks_act_as_the_tokens_principal_not_the_local_label(
     isolated_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

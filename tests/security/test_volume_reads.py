@@ -1,13 +1,13 @@
 """Attacks on volume reads: symlinks out of a volume, swaps after the listing, FIFOs, and bad option values.
 
 Each test here failed on the code before reads walked from the volume's root without following
-symlinks (``uc_jupyter.data.local_volume``) and before the options were checked
-(``uc_jupyter.data.options``), except where a docstring says the attempt was held already. The
+symlinks (``uc_jupyter.storage.local_volume``) and before the options were checked
+(``uc_jupyter.options``), except where a docstring says the attempt was held already. The
 attacker is a principal who may write files into a volume (or the volume's storage) that another
 principal, or the same one later, trains on; the prize is a file outside the volume: another
 owner's table, the metastore with its storage credentials, a file of the OS user.
 
-Not covered, by design (see the module docstring of ``uc_jupyter.data.local_volume``): a *hard link*
+Not covered, by design (see the module docstring of ``uc_jupyter.storage.local_volume``): a *hard link*
 inside the volume to a file outside is a regular file of the volume and is read. Making one needs
 write access to the volume and, with Linux's ``fs.protected_hardlinks``, ownership of or read and
 write access to the target, so its maker could read the target anyway.
@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 from uc_jupyter.catalog import InvalidName
 from uc_jupyter.catalog.local import EscapesVolume, LocalCatalog
 from uc_jupyter.data import DataLoader, UCTableDataset, UCVolumeDataset, decode_bytes, labelled_folder, map_paths
-from uc_jupyter.data.remote import VolumeReadError
 from uc_jupyter.loading import load
+from uc_jupyter.storage.errors import VolumeReadError
 
 SECRET = b"OUTSIDE-SECRET"
 CACHE_MODES = ["auto", "always"]

@@ -12,8 +12,7 @@ import pytest
 
 from uc_jupyter.catalog import AlreadyExists, PermissionDenied
 from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.tables import export_table, load_hf_dataset
-from uc_jupyter.tables.export_manifest import (
+from uc_jupyter.storage.export_manifest import (
     MANIFEST,
     STALE_AFTER_S,
     ExportFile,
@@ -22,6 +21,7 @@ from uc_jupyter.tables.export_manifest import (
     leftovers,
     new_export_id,
 )
+from uc_jupyter.tables import export_table, load_hf_dataset
 from uc_jupyter.testing.catalogs import external_location
 from uc_jupyter.testing.s3_server import S3TestServer
 
@@ -142,6 +142,7 @@ def test_export_to_storage_that_takes_no_writes_is_refused_clearly(catalog: Loca
         export_table("main.ml.points", "/Volumes/main/ml/remote/points")
 
 
+@pytest.mark.servers  # starts an S3 test server of its own
 def test_load_hf_dataset_reads_parquet_on_object_storage(catalog: LocalCatalog, tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 

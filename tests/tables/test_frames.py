@@ -75,6 +75,7 @@ def test_bad_time_travel_values_are_refused_before_any_session(
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.servers  # starts a Spark Connect server of its own
 def test_local_server_is_started_once_reused_and_stopped(tmp_path: Path) -> None:
     env = {**os.environ, "UC_JUPYTER_HOME": str(tmp_path / "home")}
     env.pop("UC_JUPYTER_SPARK_REMOTE", None)

@@ -46,6 +46,7 @@ def _child(env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.servers  # starts Spark Connect servers of its own
 def test_processes_exit_within_seconds_after_their_server_is_gone_and_get_spark_follows_the_new_one(
     home: Path,
 ) -> None:
@@ -83,6 +84,7 @@ def test_processes_exit_within_seconds_after_their_server_is_gone_and_get_spark_
     assert get_spark() is second
 
 
+@pytest.mark.servers  # a kernel, which starts a Spark Connect server
 def test_in_a_real_kernel_a_first_table_load_shows_one_progress_widget(
     catalog: LocalCatalog, isolated_home: Path, tmp_path: Path
 ) -> None:

@@ -54,6 +54,7 @@ def _status_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.servers  # starts a Spark Connect server
 def test_the_server_stays_while_a_client_is_connected_and_stops_itself_once_idle(home: Path) -> None:
     child = subprocess.Popen(
         [sys.executable, "-W", "ignore", "-c", CHILD],
@@ -103,6 +104,7 @@ def test_the_server_stays_while_a_client_is_connected_and_stops_itself_once_idle
     assert json.loads(_status_cli("--json").stdout) == {"running": False}
 
 
+@pytest.mark.servers  # starts a Spark Connect server
 def test_status_shows_an_idle_server_and_the_cli_sets_the_timeout(home: Path) -> None:
     started = subprocess.run(
         [sys.executable, "-m", "uc_jupyter.cli", "--json", "spark", "start", "--idle-timeout", "2h"],
@@ -173,6 +175,7 @@ def _jvms(home: Path) -> list[int]:
     return found
 
 
+@pytest.mark.servers  # starts a Spark Connect server (its JVM) before the failure
 def test_a_start_that_fails_halfway_leaves_no_server_behind(home: Path) -> None:
     class Broken:
         """An output that fails when the start is over (as a closed notebook output might)."""

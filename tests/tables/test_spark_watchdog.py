@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from uc_jupyter.processes import alive, free_port
-from uc_jupyter.tables.spark_watchdog import IdleWatch, client_connections, listening, watch
+from uc_jupyter.processes import alive, client_connections, free_port, listening
+from uc_jupyter.tables.spark_watchdog import IdleWatch, watch
 from uc_jupyter.testing.waits import wait_until
 
 

@@ -104,6 +104,7 @@ def test_an_unknown_or_negative_setting_is_refused_and_nothing_applied(server: S
     assert server.stats()["latency"] == 0.001  # nothing applied
 
 
+@pytest.mark.servers  # starts an S3 test server of its own
 def test_a_server_that_requires_a_key_refuses_requests_without_it(tmp_path: Path) -> None:
     import boto3
     import botocore.exceptions

@@ -23,6 +23,7 @@ def _status(url: str, token: str | None) -> int:
         return exc.code
 
 
+@pytest.mark.servers  # uc-jupyter serve, in this process
 def test_serves_until_the_block_ends(tmp_path: Path) -> None:
     with serving(tmp_path / "home") as served:
         assert served.url.startswith("http://127.0.0.1:")
@@ -33,6 +34,7 @@ def test_serves_until_the_block_ends(tmp_path: Path) -> None:
         urllib.request.urlopen(f"{url}/api/2.1/unity-catalog/catalogs", timeout=5)
 
 
+@pytest.mark.servers  # uc-jupyter serve, in this process
 def test_token_for_registered_principals_only_cached_and_renewed(tmp_path: Path) -> None:
     with serving(tmp_path / "home") as served:
         assert served.token_for("ghost") is None

@@ -29,7 +29,7 @@ from deltalake import write_deltalake
 
 from tests.ucserver.conftest import ADMIN, Served
 from uc_jupyter.catalog import as_principal
-from uc_jupyter.catalog.storage import resolve_location
+from uc_jupyter.storage.urls import resolve_location
 from uc_jupyter.testing.catalogs import external_location
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from deltalake import write_deltalake
 from tests.ucserver.conftest import ADMIN, Client, Served
 from tests.ucserver.test_catalogs import ok, refused
 from uc_jupyter.catalog import as_principal
-from uc_jupyter.catalog import storage as st
+from uc_jupyter.storage import urls as st
 
 ROWS = pa.table({"id": pa.array([1, 2], pa.int64()), "label": pa.array(["a", "b"])})
 COLUMNS = [

@@ -12,7 +12,7 @@ from deltalake import write_deltalake
 from tests.ucserver.conftest import ADMIN, Served
 from tests.ucserver.test_catalogs import ok, refused
 from uc_jupyter.catalog import as_principal
-from uc_jupyter.catalog import storage as st
+from uc_jupyter.storage import urls as st
 
 
 def _tree(server: Served, catalog: str) -> None:

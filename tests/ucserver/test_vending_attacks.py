@@ -23,8 +23,8 @@ import pytest
 from tests.ucserver.conftest import ADMIN, Answer, Client, Served
 from tests.ucserver.test_catalogs import ok, refused
 from uc_jupyter.catalog import AlreadyExists, PermissionDenied, as_principal
-from uc_jupyter.catalog import storage as st
 from uc_jupyter.catalog.external import NoExternalLocation
+from uc_jupyter.storage import urls as st
 
 BUCKET = "atk-lake"
 PATH_OPERATIONS = ("PATH_READ", "PATH_READ_WRITE", "PATH_CREATE_TABLE")

@@ -12,7 +12,7 @@ import pytest
 from tests.ucserver.conftest import ADMIN, Served
 from tests.ucserver.test_catalogs import ok, refused
 from uc_jupyter.catalog import as_principal
-from uc_jupyter.catalog.storage import resolve_location
+from uc_jupyter.storage.urls import resolve_location
 from uc_jupyter.testing.catalogs import external_location
 
 VOLUME_FIELDS = {

@@ -191,6 +191,7 @@ print(widgets_can_render(), m.shown)
 """
 
 
+@pytest.mark.servers  # a Jupyter kernel
 def test_kernels_render_widgets_terminals_do_not(tmp_path: Path) -> None:
     """Real shells: plain python and a terminal-style IPython shell in a fresh interpreter, and a real
     kernel (jupyter_client, as JupyterLab talks to it), where monitor() displays the dashboard through

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from uc_jupyter.catalog.names import InvalidName, SecurableName, VolumePath
+from uc_jupyter.catalog.names import InvalidName, SecurableName, VolumePath, parse_volume_path
 from uc_jupyter.catalog.privileges import Privilege, SecurableKind
+from uc_jupyter.errors import CatalogError, EscapesVolume, NotFound
 
 if TYPE_CHECKING:
     import fsspec
@@ -41,6 +42,7 @@ __all__ = [
     "CatalogInfo",
     "ColumnInfo",
     "CredentialInfo",
+    "EscapesVolume",
     "ExternalLocationInfo",
     "GrantInfo",
     "InvalidName",
@@ -63,14 +65,6 @@ __all__ = [
 ]
 
 WriteMode = Literal["error", "overwrite", "append"]
-
-
-class CatalogError(Exception):
-    """Base of the catalog's errors; each message is one line naming the object."""
-
-
-class NotFound(CatalogError, LookupError):
-    """The named catalog, schema, table, volume, file or principal does not exist."""
 
 
 class AlreadyExists(CatalogError):
@@ -301,9 +295,14 @@ class ResolvedVolumePath:
     @functools.cached_property
     def fs(self) -> fsspec.AbstractFileSystem:
         """The fsspec filesystem of the volume's storage (ImportError naming the package it needs)."""
-        from uc_jupyter.catalog.storage import filesystem
+        from uc_jupyter.storage.urls import filesystem
 
         return filesystem(self.url, self.storage_options)[0]
+
+    @property
+    def relative(self) -> str:
+        """The path below the volume's root (``""`` for the root itself)."""
+        return parse_volume_path(self.volume_path).relative
 
 
 @dataclass(frozen=True)
@@ -325,7 +324,7 @@ class ResolvedStoragePath:
     @functools.cached_property
     def fs(self) -> fsspec.AbstractFileSystem:
         """The fsspec filesystem of the URL, made on first use (ImportError naming the package it needs)."""
-        from uc_jupyter.catalog.storage import filesystem
+        from uc_jupyter.storage.urls import filesystem
 
         return filesystem(self.url, self.storage_options)[0]
 

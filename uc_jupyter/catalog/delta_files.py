@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from uc_jupyter.catalog import CatalogError, ColumnInfo, NotFound, WriteMode
-from uc_jupyter.catalog import storage as st
 from uc_jupyter.catalog.names import SecurableName
 from uc_jupyter.errors import first_line
+from uc_jupyter.storage import urls as st
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -74,7 +74,7 @@ def delta_exists(name: SecurableName | str, location: str, options: dict[str, An
 def delta_columns(name: SecurableName, location: str, options: dict[str, Any]) -> tuple[ColumnInfo, ...]:
     """The columns of the Delta table at ``location``; NotFound when it is gone (the snapshot
     opener's one line, as the catalog's error)."""
-    from uc_jupyter.tables.delta_snapshot import SnapshotError, SnapshotMissing, open_snapshot
+    from uc_jupyter.storage.delta_snapshot import SnapshotError, SnapshotMissing, open_snapshot
 
     try:
         snapshot = open_snapshot(st.delta_uri(location), table=str(name), storage_options=st.deltalake_options(options))

@@ -14,7 +14,7 @@ and the rules that keep registered storage apart.
 - No registered storage (location, table, volume) may overlap the catalog's home (metastore, secrets,
   managed storage, default cache), a cache or home registered elsewhere (:mod:`uc_jupyter.catalog.reserved`),
   or uc_jupyter's own code; no table or volume may overlap another. Every comparison is between resolved
-  canonical locations (:func:`uc_jupyter.catalog.storage.resolve_location`), so spellings, aliases and
+  canonical locations (:func:`uc_jupyter.storage.urls.resolve_location`), so spellings, aliases and
   symlinks of one place are one place.
 
 Example:
@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-import uc_jupyter
 from uc_jupyter.catalog import (
     AlreadyExists,
     CatalogError,
@@ -43,14 +42,14 @@ from uc_jupyter.catalog import (
     ResolvedStoragePath,
     current_principal,
 )
-from uc_jupyter.catalog import storage as st
 from uc_jupyter.catalog._rows import credential_info, location_info, new_id, now
-from uc_jupyter.catalog.locations import local_path_of, location_contains, locations_overlap
 from uc_jupyter.catalog.metastore import Metastore
 from uc_jupyter.catalog.names import parse_name
 from uc_jupyter.catalog.privileges import FlatFacts, Privilege, SecurableKind, holds_flat
 from uc_jupyter.catalog.reserved import inside_marked_folder, reserved_folders
 from uc_jupyter.catalog.secrets import check_options
+from uc_jupyter.storage import urls as st
+from uc_jupyter.storage.locations import local_path_of, location_contains, locations_overlap
 
 if TYPE_CHECKING:
     from uc_jupyter.catalog import CredentialInfo
@@ -66,7 +65,7 @@ __all__ = [
 ]
 
 METASTORE = "metastore"  # the name grants on the metastore are recorded under
-_PACKAGE_DIR = str(Path(uc_jupyter.__file__).resolve().parent)
+_PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # uc_jupyter/
 _TABLES = {
     SecurableKind.STORAGE_CREDENTIAL: "storage_credentials",
     SecurableKind.EXTERNAL_LOCATION: "external_locations",
@@ -82,7 +81,7 @@ CREATE TABLE IF NOT EXISTS storage_credentials (
 );
 CREATE TABLE IF NOT EXISTS external_locations (
     name TEXT PRIMARY KEY,
-    url TEXT NOT NULL UNIQUE,          -- resolved canonical form (uc_jupyter.catalog.storage.resolve_location)
+    url TEXT NOT NULL UNIQUE,          -- resolved canonical form (uc_jupyter.storage.urls.resolve_location)
     credential TEXT REFERENCES storage_credentials(name) ON DELETE RESTRICT,
     owner TEXT NOT NULL,
     comment TEXT,
@@ -122,7 +121,7 @@ class NoExternalLocation(PermissionDenied):
 class ExternalTableStorage:
     """Where a new external table may go (:meth:`ExternalStorage.external_table_storage`): the resolved
     ``url``, the external location holding it, and the fsspec options of that location's credential (no
-    :data:`~uc_jupyter.catalog.storage.VENDOR_OPTIONS`: see :meth:`~ExternalStorage.storage_credential_options`)."""
+    :data:`~uc_jupyter.storage.config.VENDOR_OPTIONS`: see :meth:`~ExternalStorage.storage_credential_options`)."""
 
     url: str
     location: ExternalLocationInfo
@@ -189,7 +188,7 @@ class ExternalStorage(Metastore):
 
     def storage_credential_options(self, name: str) -> dict[str, Any]:
         """The options stored with credential ``name``, raw: keys, endpoint and the vendor's own
-        (:data:`uc_jupyter.catalog.storage.VENDOR_OPTIONS`), for ``uc-jupyter serve``'s vendor: the one
+        (:data:`uc_jupyter.storage.config.VENDOR_OPTIONS`), for ``uc-jupyter serve``'s vendor: the one
         call that returns a credential's options, to metastore admins only (not even its owner: owners
         change, keys stay). The vendor asks as an admin after checking the caller's privilege on the
         object it vends for; what it returns must never reach a client. NotFound for a credential the
@@ -417,7 +416,7 @@ class ExternalStorage(Metastore):
             ),
         ]
         for what, folder, holds in reserved:
-            if locations_overlap(resolved, f"file://{folder}"):
+            if locations_overlap(resolved, folder):  # a plain path is a local location
                 raise ReservedStorage(
                     f"storage location {resolved} overlaps {what} {folder} ({holds}); it cannot be storage"
                 )

@@ -23,8 +23,8 @@ Example:
     'http://127.0.0.1:8080/api/2.1/unity-catalog'
     >>> base_url("adb-1.azuredatabricks.net", dialect="databricks")
     'https://adb-1.azuredatabricks.net/api/2.1/unity-catalog'
-    >>> backoff_delays(4, base=0.1, cap=1.0, rng=lambda: 1.0)
-    [0.1, 0.2, 0.4, 0.8]
+    >>> CATALOG_RETRY.delays(4, lambda: 1.0)
+    [0.2, 0.4, 0.8, 1.6]
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import os
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit
@@ -43,14 +42,14 @@ import urllib3
 
 from uc_jupyter.catalog import CatalogError
 from uc_jupyter.catalog.wire_errors import from_error
+from uc_jupyter.storage.retry import RetryPolicy
 
 __all__ = [
     "API_PREFIX",
+    "CATALOG_RETRY",
     "RETRIED_STATUSES",
     "Dialect",
     "Http",
-    "RetryPolicy",
-    "backoff_delays",
     "base_url",
     "refined",
 ]
@@ -77,22 +76,9 @@ def base_url(url: str, *, dialect: Dialect = "uc") -> str:
     return f"{parts.scheme}://{parts.netloc}{path}{API_PREFIX}"
 
 
-def backoff_delays(tries: int, *, base: float, cap: float, rng: Callable[[], float]) -> list[float]:
-    """The waits before retries 1..``tries``: ``base * 2**n`` capped at ``cap``, each scaled into its
-    upper half by ``rng()`` in [0, 1] ("equal jitter": clients that failed together spread apart, yet
-    none retries at once)."""
-    return [min(cap, base * 2**n) * (0.5 + 0.5 * rng()) for n in range(tries)]
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how patiently a safe call is tried again; ``max_retry_after`` bounds a server's
-    ``Retry-After`` (a server asking for an hour should not hang a notebook for an hour)."""
-
-    retries: int = 4
-    base: float = 0.2
-    cap: float = 5.0
-    max_retry_after: float = 30.0
+# Safe calls are tried 5 times; "equal" jitter: clients that failed together spread apart, yet none
+# retries at once.
+CATALOG_RETRY = RetryPolicy(attempts=5, base_seconds=0.2, max_seconds=5.0, jitter="equal")
 
 
 class Http:
@@ -114,7 +100,7 @@ class Http:
         dialect: Dialect = "uc",
         connect_timeout: float = 10.0,
         read_timeout: float = 60.0,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = CATALOG_RETRY,
         pool_size: int = 16,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
@@ -176,9 +162,7 @@ class Http:
             payload = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         safe = method in ("GET", "HEAD", "DELETE") if idempotent is None else idempotent
-        delays = backoff_delays(
-            self.retry.retries if safe else 0, base=self.retry.base, cap=self.retry.cap, rng=self._rng
-        )
+        delays = self.retry.delays(self.retry.attempts if safe else 0, self._rng)
         for attempt in range(len(delays) + 1):
             try:
                 response = self._pool_here().request(method, target, body=payload, headers=headers, redirect=False)

@@ -48,7 +48,6 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from uc_jupyter.catalog import (
     AlreadyExists,
-    CatalogError,
     CatalogInfo,
     NotFound,
     PrincipalInfo,
@@ -60,7 +59,6 @@ from uc_jupyter.catalog import (
     as_principal,
     current_principal,
 )
-from uc_jupyter.catalog import storage as st
 from uc_jupyter.catalog._rows import (
     catalog_info,
     key,
@@ -88,7 +86,9 @@ from uc_jupyter.catalog.reserved import reserve
 from uc_jupyter.catalog.secrets import SecretStore, check_options
 from uc_jupyter.catalog.staging import Staging
 from uc_jupyter.catalog.updates import Updates
+from uc_jupyter.errors import EscapesVolume
 from uc_jupyter.sqlite_store import SqliteStore
+from uc_jupyter.storage import urls as st
 
 if TYPE_CHECKING:
     pass
@@ -140,10 +140,6 @@ _BUSY_TIMEOUT_S = 60.0
 _METASTORE_REMEDY = (
     "restore it from a backup, or move it away (with secrets.db) to start an empty catalog in this folder"
 )
-
-
-class EscapesVolume(CatalogError, PermissionError):
-    """A volume path that leads outside its volume (e.g. through a symlink) was refused."""
 
 
 class LocalCatalog(Staging, Updates, Listing, Grants):

@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from uc_jupyter.catalog import storage as st
 from uc_jupyter.catalog._rows import now
 from uc_jupyter.catalog.metastore import Metastore
 from uc_jupyter.processes import alive
+from uc_jupyter.storage import urls as st
 
 if TYPE_CHECKING:
     pass

@@ -43,7 +43,6 @@ from uc_jupyter.catalog import (
     _principal_override,
     as_principal,
 )
-from uc_jupyter.catalog import storage as st
 from uc_jupyter.catalog.http import Dialect, Http
 from uc_jupyter.catalog.names import parse_name, parse_volume_path
 from uc_jupyter.catalog.rest_governance import RestGovernance
@@ -57,6 +56,7 @@ from uc_jupyter.catalog.wire_read import (
     table_info,
     volume_info,
 )
+from uc_jupyter.storage import urls as st
 
 if TYPE_CHECKING:
     import pandas as pd

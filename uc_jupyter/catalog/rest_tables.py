@@ -23,11 +23,11 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from uc_jupyter.catalog import AlreadyExists, CatalogError, NotFound, PermissionDenied, TableInfo, WriteMode
-from uc_jupyter.catalog import storage as st
 from uc_jupyter.catalog.names import SecurableName, parse_name
 from uc_jupyter.catalog.rest_names import quoted, wire_parts
 from uc_jupyter.catalog.wire import column_json
 from uc_jupyter.catalog.wire_read import table_info
+from uc_jupyter.storage import urls as st
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -19,7 +19,7 @@ deadline says when it is given up, where a process id cannot.
 
 Example:
     >>> import tempfile, deltalake, pyarrow as pa
-    >>> from uc_jupyter.catalog import storage as st
+    >>> from uc_jupyter.storage import urls as st
     >>> from uc_jupyter.catalog.local import LocalCatalog
     >>> cat = LocalCatalog(tempfile.mkdtemp())
     >>> _ = cat.create_catalog("main"); _ = cat.create_schema("main.ml")
@@ -38,12 +38,12 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, cast
 
 from uc_jupyter.catalog import AlreadyExists, NotFound, ResolvedTable, StagingTableInfo, TableInfo, current_principal
-from uc_jupyter.catalog import storage as st
 from uc_jupyter.catalog._rows import key, name_of, new_id, now
 from uc_jupyter.catalog.delta_files import delta_columns, delta_exists
 from uc_jupyter.catalog.names import SecurableName, parse_name
 from uc_jupyter.catalog.privileges import Action, SecurableKind
 from uc_jupyter.catalog.table_writes import TableWrites
+from uc_jupyter.storage import urls as st
 
 __all__ = ["Staging", "column_mismatch"]
 

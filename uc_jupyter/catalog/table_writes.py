@@ -17,7 +17,6 @@ from uc_jupyter.catalog import (
     WriteMode,
     current_principal,
 )
-from uc_jupyter.catalog import storage as st
 from uc_jupyter.catalog._rows import columns_json, key, new_id, now, table_info
 from uc_jupyter.catalog.delta_files import delta_columns, delta_exists, to_arrow, write_delta
 from uc_jupyter.catalog.external import ExternalStorage
@@ -29,6 +28,7 @@ from uc_jupyter.catalog.privileges import (
     SecurableKind,
 )
 from uc_jupyter.catalog.secrets import check_options
+from uc_jupyter.storage import urls as st
 
 if TYPE_CHECKING:
     import pandas as pd

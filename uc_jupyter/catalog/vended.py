@@ -41,6 +41,7 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 
 from uc_jupyter.catalog import CatalogError
+from uc_jupyter.storage.locations import family_of
 
 __all__ = ["MIN_MARGIN_S", "AwsKeys", "CloudToken", "Vended", "VendedCache", "parse_vended", "refresh_due"]
 
@@ -51,7 +52,7 @@ _MARGIN_SHARE = 0.1
 def refresh_due(expires_at: float, fetched_at: float) -> float:
     """When credentials fetched at ``fetched_at`` that expire at ``expires_at`` (epoch seconds) are to
     be asked for again: ``max(60 s, 10 % of the lifetime)`` before expiry. The one formula: the cache
-    and the datasets that hold options across passes (:mod:`uc_jupyter.data.renewal`) both use it.
+    and the datasets that hold options across passes (:mod:`uc_jupyter.data.stream.renewal`) both use it.
 
     Example:
         >>> refresh_due(expires_at=1000.0, fetched_at=400.0), refresh_due(expires_at=1000.0, fetched_at=990.0)
@@ -76,8 +77,8 @@ class CloudToken:
     value: str = field(repr=False)
 
 
-# Which URL schemes each kind of vended token signs for, and the storage option it becomes.
-_TOKEN_SCHEMES = {"azure_sas": ("abfss", "abfs", "az"), "gcp_oauth": ("gs", "gcs")}
+# Which kind of storage each kind of vended token signs for, and the storage option it becomes.
+_TOKEN_FAMILY = {"azure_sas": "azure", "gcp_oauth": "gcs"}
 _TOKEN_OPTION = {"azure_sas": "sas_token", "gcp_oauth": "bearer_token"}
 
 
@@ -119,8 +120,8 @@ class Vended:
 
     def deltalake_options(self) -> dict[str, str]:
         """deltalake's (object_store's) options: the ``AWS_*`` form of :meth:`fsspec_options`, through the
-        project's one conversion (:func:`uc_jupyter.catalog.storage.deltalake_options`)."""
-        from uc_jupyter.catalog.storage import deltalake_options
+        project's one conversion (:func:`uc_jupyter.storage.urls.deltalake_options`)."""
+        from uc_jupyter.storage.urls import deltalake_options
 
         return deltalake_options(self.fsspec_options())
 
@@ -144,7 +145,7 @@ def parse_vended(body: dict[str, Any]) -> Vended:
 
 
 def _cloud_token(body: dict[str, Any], url: str) -> CloudToken | None:
-    scheme = url.partition("://")[0].lower()
+    family = family_of(url)
     for field_name, inner, kind in (
         ("azure_user_delegation_sas", "sas_token", "azure_sas"),
         ("gcp_oauth_token", "oauth_token", "gcp_oauth"),
@@ -155,7 +156,7 @@ def _cloud_token(body: dict[str, Any], url: str) -> CloudToken | None:
         value = given.get(inner) if isinstance(given, dict) else None
         if not isinstance(value, str) or not value:
             raise CatalogError(f"the server vended {field_name} for {url} without its {inner}")
-        if scheme not in _TOKEN_SCHEMES[kind]:
+        if family != _TOKEN_FAMILY[kind]:
             raise CatalogError(f"the server vended {field_name} for {url}, which is not that kind of storage")
         return CloudToken(kind, value)  # type: ignore[arg-type]
     return None

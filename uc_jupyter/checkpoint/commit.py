@@ -27,7 +27,6 @@ import warnings
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
-import uc_jupyter
 from uc_jupyter.catalog import Catalog
 from uc_jupyter.checkpoint.folder import CheckpointFolder, open_folder
 from uc_jupyter.checkpoint.layout import (
@@ -40,7 +39,8 @@ from uc_jupyter.checkpoint.layout import (
     read_marker,
     read_saving,
 )
-from uc_jupyter.data.storage.writes import Listed, is_addressable
+from uc_jupyter.storage.keys import Listed, is_addressable
+from uc_jupyter.version import __version__
 
 __all__ = ["check_keep_last", "commit", "committed", "latest", "resume_point"]
 
@@ -111,7 +111,7 @@ def commit(folder: CheckpointFolder, files: dict[str, int], *, keep_last: int | 
     after it is one warning, never an error of the save. One listing, the sibling markers' reads and
     at most three deletes (doomed markers first) beyond the marker itself."""
     now = time.time()
-    folder.writes.put_bytes(folder.file(MARKER), commit_marker(files, committed_at=now, version=uc_jupyter.__version__))
+    folder.writes.put_bytes(folder.file(MARKER), commit_marker(files, committed_at=now, version=__version__))
     try:
         return _clean_up(folder, files, committed_at=now, keep_last=keep_last, save_began=save_began)
     except Exception as exc:  # whatever the storage raised: the checkpoint is committed, its save succeeded
@@ -156,7 +156,7 @@ def _clean_up(
     leftovers: list[str] = []
     if keep_last is not None:
         markers = _markers(folder, parent, [e for entries in by_folder.values() for e in entries])
-        markers[folder.key] = Marker(committed_at, uc_jupyter.__version__, dict(files))
+        markers[folder.key] = Marker(committed_at, __version__, dict(files))
         newest_first = sorted(markers, key=lambda key: (markers[key].committed_at, key), reverse=True)
         doomed = [key for key in newest_first[keep_last:] if key != folder.key]
         # An unfinished save's leftovers: only in a folder our own writer marked in progress (its marker

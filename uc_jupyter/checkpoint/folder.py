@@ -1,7 +1,7 @@
 """A checkpoint's folder in a volume, reached through the catalog: the privilege check and the storage.
 
 :func:`open_folder` checks READ VOLUME (or WRITE VOLUME) as the caller's principal before anything
-is read or written, and opens the volume's write seam (:func:`~uc_jupyter.data.storage.writes.open_writes`)
+is read or written, and opens the volume's write seam (:func:`~uc_jupyter.storage.writes.open_writes`)
 at the volume's own root, so a checkpoint and its siblings (``keep_last``, :func:`~uc_jupyter.checkpoint.latest`)
 are keys of one store. On a ``file://`` volume the walk starts at the volume's root and follows no
 symlink below it.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from uc_jupyter.catalog import Catalog, PermissionDenied, get_catalog
 from uc_jupyter.catalog.names import parse_volume_path
-from uc_jupyter.data.storage.writes import VolumeWrites, open_writes
+from uc_jupyter.storage.writes import VolumeWrites, open_writes
 
 __all__ = ["CheckpointFolder", "open_folder"]
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from uc_jupyter.data.grid import current_rank, every_rank
+from uc_jupyter.data.stream.grid import current_rank, every_rank
 
 __all__ = ["RandomState"]
 

@@ -25,17 +25,17 @@ __all__ = [
 ]
 
 _HOMES = {
-    "BatchTiming": "uc_jupyter.data.loader",
-    "DataLoader": "uc_jupyter.data.loader",
-    "DecodeError": "uc_jupyter.data.decode",
+    "BatchTiming": "uc_jupyter.data.loader.dataloader",
+    "DataLoader": "uc_jupyter.data.loader.dataloader",
+    "DecodeError": "uc_jupyter.data.volume.decode",
     "FileCache": "uc_jupyter.data.cache",
-    "UCTableDataset": "uc_jupyter.data.table_dataset",
-    "UCVolumeDataset": "uc_jupyter.data.volume_dataset",
-    "decode_bytes": "uc_jupyter.data.decode",
-    "decode_image": "uc_jupyter.data.decode",
-    "decode_text": "uc_jupyter.data.decode",
-    "labelled_folder": "uc_jupyter.data.decode",
-    "map_paths": "uc_jupyter.data.decode",
+    "UCTableDataset": "uc_jupyter.data.table.dataset",
+    "UCVolumeDataset": "uc_jupyter.data.volume.dataset",
+    "decode_bytes": "uc_jupyter.data.volume.decode",
+    "decode_image": "uc_jupyter.data.volume.decode",
+    "decode_text": "uc_jupyter.data.volume.decode",
+    "labelled_folder": "uc_jupyter.data.volume.mapped",
+    "map_paths": "uc_jupyter.data.volume.mapped",
 }
 
 

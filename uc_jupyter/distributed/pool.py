@@ -63,6 +63,7 @@ from uc_jupyter.distributed.errors import (
 )
 from uc_jupyter.distributed.launch import Exited, Generation, Placement, placement_for
 from uc_jupyter.distributed.launch.local import visible_gpus
+from uc_jupyter.distributed.launch.ray_cluster import before_disconnect
 from uc_jupyter.distributed.outcome import Outcome, results
 from uc_jupyter.distributed.payload import DEFAULT_LIMIT, pack, source_map
 from uc_jupyter.distributed.protocol import (
@@ -508,3 +509,6 @@ def shutdown_all() -> None:
     for pool in list(_live_pools):
         with contextlib.suppress(Exception):
             pool.shutdown(timeout=2.0)
+
+
+before_disconnect(shutdown_all)  # a Ray connection ends after the pools it serves

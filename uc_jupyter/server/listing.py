@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from uc_jupyter.catalog import NotFound
 from uc_jupyter.catalog.names import parse_volume_path
-from uc_jupyter.data.remote import is_hidden  # one rule for the sidebar and the datasets
+from uc_jupyter.data.volume.listing import is_hidden  # one rule for the sidebar and the datasets
+from uc_jupyter.storage import urls as storage
 
 if TYPE_CHECKING:
     from uc_jupyter.catalog import Catalog, ResolvedVolumePath
@@ -140,7 +141,6 @@ def list_folder(catalog: Catalog, path: str) -> Folder:
     parsed = str(parse_volume_path(path))
     resolved = catalog.resolve_volume_path(parsed)
     location = resolved.volume.storage_location
-    from uc_jupyter.catalog import storage
     from uc_jupyter.catalog.local import EscapesVolume
 
     local = storage.local_path(location) if storage.is_local(location) else None
@@ -192,7 +192,6 @@ def volume_entries(catalog: Catalog, path: str, limit: int = PAGE_SIZE, after: s
 def _local_entries(volume_root: str, root: str) -> list[Entry]:
     """The visible entries of a local folder. A non-link entry of a folder inside the volume stays inside
     it; only symlinks need their target checked (those leading out, or nowhere, are left out)."""
-    from uc_jupyter.catalog import storage
 
     found: list[Entry] = []
     # The folder opened is the one checked and listed: resolve_volume_path checked ``root`` by its
@@ -247,7 +246,6 @@ def _sized(folder: Folder, entry: Entry) -> Entry:
     """``entry`` with its size: local files are stat-ed here, one page at a time."""
     if entry.directory or entry.size is not None:
         return entry
-    from uc_jupyter.catalog import storage
 
     size = 0  # removed since the listing (or no longer inside the volume): shown, gone at the next refresh
     try:
@@ -276,7 +274,6 @@ def _opened_within(volume_root: str, fd: int, path: str | None) -> str | None:
     """Where the handle ``fd`` (opened from ``path``) really is when that is inside ``volume_root``,
     else None. Linux tells a handle's place in /proc; elsewhere the path's realpath, looked at once
     more, is the best there is."""
-    from uc_jupyter.catalog import storage
 
     try:
         real = os.readlink(f"/proc/self/fd/{fd}")

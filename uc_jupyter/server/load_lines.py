@@ -14,7 +14,7 @@ option names and are tested by running them (``tests/server/test_load_lines.py``
 - a file: its folder, narrowed to it: ``paths = %uc_load /Volumes/c/s/v --to paths --include labels.csv``.
 
 Image files are told by extension, as ``--decode image`` tells them
-(:func:`uc_jupyter.data.decode.is_image_file`). The look into a folder is bounded
+(:func:`uc_jupyter.data.volume.decode.is_image_file`). The look into a folder is bounded
 (:data:`MAX_LISTINGS` folder listings, :data:`MAX_SAMPLE` files, breadth first), so a line for a
 volume of millions of files costs a few listings.
 
@@ -64,7 +64,7 @@ class Sample:
 
     @property
     def images(self) -> tuple[str, ...]:
-        from uc_jupyter.data.decode import is_image_file
+        from uc_jupyter.data.volume.decode import is_image_file
 
         return tuple(f for f in self.files if is_image_file(f))
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from uc_jupyter import options as opt
 from uc_jupyter.catalog import Catalog, CatalogError, NotFound, ResolvedTable, get_catalog
 from uc_jupyter.catalog.delta_files import delta_exists
-from uc_jupyter.catalog.storage import delta_uri
-from uc_jupyter.data import options as opt
 from uc_jupyter.errors import first_line
-from uc_jupyter.tables.delta_snapshot import SnapshotError, SnapshotMissing, open_snapshot
+from uc_jupyter.storage.delta_snapshot import SnapshotError, SnapshotMissing, open_snapshot
+from uc_jupyter.storage.urls import delta_uri
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -13,7 +13,7 @@ Options: ``path`` (the table's storage URI), ``version``, ``storage_options`` (J
 else the planning process's CPUs count) and ``max_split_bytes`` (the most bytes of Parquet per split;
 by default as Spark sizes the splits of its file sources).
 
-This module imports nothing else from uc_jupyter but :mod:`uc_jupyter.tables.delta_snapshot` (the
+This module imports nothing else from uc_jupyter but :mod:`uc_jupyter.storage.delta_snapshot` (the
 one Delta opener, itself free of uc_jupyter), so both can be shipped to a remote Spark Connect server
 by value (cloudpickle), where only ``deltalake`` and ``pyarrow`` need to be installed. Option
 ``table`` names the table in the opener's errors.
@@ -32,12 +32,12 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from uc_jupyter.tables.delta_snapshot import open_snapshot
+from uc_jupyter.storage.delta_snapshot import local_folder, open_snapshot
 
 __all__ = ["DeltaSource"]
 
@@ -279,10 +279,10 @@ def _filesystem(root: str, storage_options: dict[str, str] | None) -> tuple[Any,
     """A pyarrow filesystem for the table's files and the prefix their relative paths go under."""
     import pyarrow.fs as pafs
 
-    parts = urlsplit(root)
-    if parts.scheme in ("", "file"):
+    folder = local_folder(root)
+    if folder is not None:
         # pyarrow's own local reads: no detour through Python for every read call.
-        return pafs.LocalFileSystem(), unquote(parts.path).rstrip("/") + "/"
+        return pafs.LocalFileSystem(), folder
     from deltalake.fs import DeltaStorageHandler
 
     # deltalake's object store, configured by the same storage options that opened the table.

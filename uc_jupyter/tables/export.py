@@ -3,15 +3,15 @@
 ``export_table`` has Spark write the table as Parquet into a private local folder (the local Spark
 server has no object-storage connector), uploads the files under a hidden prefix of the target
 folder (``<folder>/.uc-export-<id>/``), and makes them visible in one step by writing the committed
-manifest ``<folder>/_uc_export.json`` (:mod:`uc_jupyter.tables.export_manifest`); then the previous
+manifest ``<folder>/_uc_export.json`` (:mod:`uc_jupyter.storage.export_manifest`); then the previous
 export's files go. Local (``file://``) and object-storage volumes take the same layout, through the
-volume write seam (:mod:`uc_jupyter.data.storage.writes`: no symlink followed on local volumes).
+volume write seam (:mod:`uc_jupyter.storage.writes`: no symlink followed on local volumes).
 Readers (``load_hf_dataset``, ``UCVolumeDataset``) read only what the manifest names
-(:mod:`uc_jupyter.data.committed`), so a failed or killed export leaves the previous one whole and
+(:mod:`uc_jupyter.data.volume.committed`), so a failed or killed export leaves the previous one whole and
 readable. An exception removes its own upload, unless it came from the commit's write and the
 manifest read back names this export (the write landed: the upload stays, and the error is raised
 after a warning saying so); a killed export's upload is removed by a later export once it is
-:data:`~uc_jupyter.tables.export_manifest.STALE_AFTER_S` old (exports take no lock, and a younger
+:data:`~uc_jupyter.storage.export_manifest.STALE_AFTER_S` old (exports take no lock, and a younger
 prefix may be an export still running beside it). Folders exported before manifests (Parquet
 files at the top) still load, and the next export replaces their files.
 
@@ -34,14 +34,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from uc_jupyter.catalog import AlreadyExists, Catalog, NotFound, get_catalog
-from uc_jupyter.catalog import storage as st
 from uc_jupyter.catalog.names import parse_volume_path
-from uc_jupyter.tables.export_manifest import MANIFEST, ExportFile, Manifest, ManifestError, leftovers, new_export_id
+from uc_jupyter.storage import urls as st
+from uc_jupyter.storage.export_manifest import MANIFEST, ExportFile, Manifest, ManifestError, leftovers, new_export_id
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from uc_jupyter.data.storage.writes import VolumeWrites
+    from uc_jupyter.storage.writes import VolumeWrites
 
 __all__ = ["export_table", "load_hf_dataset"]
 
@@ -63,7 +63,7 @@ def export_table(
     must be able to write this machine's local disk (the local server does). ``mode="error"``
     refuses a folder that already holds files.
     """
-    from uc_jupyter.data.storage.writes import open_writes, staging_folder
+    from uc_jupyter.storage.writes import open_writes, staging_folder
     from uc_jupyter.tables.delta import open_delta
     from uc_jupyter.tables.frames import table
 
@@ -137,8 +137,8 @@ def load_hf_dataset(
     import datasets
 
     from uc_jupyter.config import settings
-    from uc_jupyter.data.grid import current_rank
-    from uc_jupyter.data.remote import list_volume
+    from uc_jupyter.data.stream.grid import current_rank
+    from uc_jupyter.data.volume.listing import list_volume
 
     resolved = (catalog or get_catalog()).resolve_volume_path(path)
     listing = list_volume(resolved, recursive=True, include="*.parquet")
@@ -192,7 +192,7 @@ def _remove_replaced(writes: VolumeWrites, manifest: Manifest, previous: Manifes
     local file's name) are left where they are."""
     try:
         gone = leftovers(_keys(writes), committed=manifest, replaced=previous, now=time.time())
-        from uc_jupyter.data.storage.writes import is_addressable
+        from uc_jupyter.storage.keys import is_addressable
 
         addressable = [key for key in gone if is_addressable(key)]
         writes.delete(addressable)

@@ -14,9 +14,9 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from uc_jupyter import options as opt
 from uc_jupyter.catalog import Catalog, get_catalog
-from uc_jupyter.catalog.storage import delta_uri
-from uc_jupyter.data import options as opt
+from uc_jupyter.storage.urls import delta_uri
 
 if TYPE_CHECKING:
     import numpy as np
@@ -185,7 +185,8 @@ def _register(session: SparkSession) -> None:
     # pyspark pickles with its own copy of cloudpickle: the module must be registered with that one.
     from pyspark import cloudpickle
 
-    from uc_jupyter.tables import delta_snapshot, delta_source
+    from uc_jupyter.storage import delta_snapshot
+    from uc_jupyter.tables import delta_source
 
     for module in (delta_source, delta_snapshot):  # delta_source opens snapshots with delta_snapshot's opener
         cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]  # pyspark's copy has no hints

@@ -32,9 +32,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from uc_jupyter.config import settings
-from uc_jupyter.processes import alive, free_port
+from uc_jupyter.processes import alive, free_port, listening
 from uc_jupyter.progress import ProgressOutput, as_output, format_duration, waiting
-from uc_jupyter.tables.spark_watchdog import listening
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT_S",

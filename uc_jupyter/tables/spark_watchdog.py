@@ -31,12 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from uc_jupyter.processes import alive
+from uc_jupyter.processes import alive, client_connections
 
-__all__ = ["IdleWatch", "client_connections", "listening", "main", "watch"]
-
-_ESTABLISHED = "01"
-_LISTEN = "0A"
+__all__ = ["IdleWatch", "main", "watch"]
 
 
 @dataclass
@@ -59,33 +56,6 @@ class IdleWatch:
 
     def due(self, now: float) -> bool:
         return self.idle_for(now) >= self.timeout_s
-
-
-def client_connections(port: int, proc_net: Path = Path("/proc/net")) -> int | None:
-    """How many established TCP connections end at ``port`` on this machine; None without /proc."""
-    return _sockets(port, _ESTABLISHED, proc_net)
-
-
-def listening(port: int, proc_net: Path = Path("/proc/net")) -> bool | None:
-    """Whether something listens on TCP ``port`` here (asked without connecting, so that the
-    question is never counted as a client); None without /proc."""
-    count = _sockets(port, _LISTEN, proc_net)
-    return None if count is None else count > 0
-
-
-def _sockets(port: int, state: str, proc_net: Path) -> int | None:
-    count, found = 0, False
-    for table in ("tcp", "tcp6"):
-        try:
-            lines = (proc_net / table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        found = True
-        for line in lines:
-            parts = line.split()
-            if len(parts) > 3 and parts[3] == state and int(parts[1].rsplit(":", 1)[1], 16) == port:
-                count += 1
-    return count if found else None
 
 
 def watch(

@@ -14,7 +14,7 @@ import hashlib
 from typing import Any
 
 from uc_jupyter.catalog import Catalog, ExternalLocationInfo
-from uc_jupyter.catalog.storage import resolve_location
+from uc_jupyter.storage.urls import resolve_location
 
 __all__ = ["external_location"]
 

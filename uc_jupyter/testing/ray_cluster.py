@@ -8,6 +8,17 @@ it ends. Nodes listen on loopback addresses of their own (node ``i`` on ``127.0.
 node's address tells the nodes apart the way a host name would; a custom resource per node
 (``test_node_<i>``) pins work to one.
 
+A cluster depends on no Ray state of the machine's, and leaves none: another Ray on the machine (the
+user's, or a second run of the suite) must neither break it nor be broken by it. Ray keeps such state in
+two places. Its shared temporary folder (/tmp/ray, found through ``RAY_TMPDIR``, else ``TMPDIR``, else
+/tmp) holds the "current cluster" file, ``ray_current_cluster``, which ``ray.cluster_utils.Cluster``
+writes (failing where /tmp/ray does not exist yet, as on a fresh machine) and ``ray.init()`` / ``"auto"``
+read: each cluster points ``RAY_TMPDIR`` at a folder of its own, so that file and its session are its own.
+The user's ~/.ray/auth_token turns token auth on for a ``ray start`` or a ``ray.init()`` that finds
+it, and ``RAY_AUTH_MODE`` / ``RAY_AUTH_TOKEN`` / ``RAY_AUTH_TOKEN_PATH`` in the environment do so for
+every Ray process: the nodes start with ``RAY_AUTH_MODE=disabled`` and without the token variables, so
+the test process, a driver at the cluster's explicit address, needs no token.
+
 What a real host goes through is done to a node's processes from outside, as a lost host would be:
 :meth:`RayTestCluster.kill_node` SIGKILLs all of them at once (the machine is gone);
 :meth:`~RayTestCluster.freeze_node` / :meth:`~RayTestCluster.thaw_node` SIGSTOP / SIGCONT them (a
@@ -46,7 +57,8 @@ __all__ = ["RayTestCluster", "RayTestNode", "leftover_rank_hosts"]
 
 _READY = "ray-test-cluster "  # the host's one line on stdout, before a JSON object
 _RANK_HOST_TITLE = b"ray::RankHost"  # the pool's rank actor, as Ray titles its process
-_FORWARD_NOT = ("RAY_ADDRESS", "UC_JUPYTER_RAY_ADDRESS")  # the kernel's pointers at a cluster stay with it
+# The kernel's pointers at a cluster, and the user's Ray credentials, stay with them.
+_FORWARD_NOT = ("RAY_ADDRESS", "UC_JUPYTER_RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 
 @dataclass(frozen=True)
@@ -88,8 +100,9 @@ class RayTestCluster:
         node_env: one mapping per node, set in that node's environment on top of ``base_env``: its
             raylet starts with it and so does every worker it starts (a node's own
             ``UC_JUPYTER_CACHE_DIR``, say).
-        base_env: the environment every node starts with; by default this process's, less
-            ``RAY_ADDRESS`` and ``UC_JUPYTER_RAY_ADDRESS``.
+        base_env: the environment every node starts with; by default this process's. Whatever it says,
+            ``RAY_ADDRESS``, ``UC_JUPYTER_RAY_ADDRESS`` and the token variables are left out, and
+            ``RAY_TMPDIR`` (the cluster's folder) and ``RAY_AUTH_MODE=disabled`` set.
         ray_client: also run a Ray Client server on the head (:attr:`client_address`).
         object_store_bytes: each node's object store (Ray's minimum is 75 MiB).
         start_timeout_s: how long the nodes may take to come up.
@@ -99,8 +112,9 @@ class RayTestCluster:
         client_address: ``ray://host:port`` of the Ray Client server, or None without ``ray_client``.
         nodes: one :class:`RayTestNode` per node, in order.
         started_s: seconds from the start of the host process to all nodes up.
-        temp_dir: the cluster's folder (Ray's session: every node's logs, under ``session_*/logs``, and
-            the host's output in ``host.log``); removed at shutdown.
+        temp_dir: the cluster's folder, what the cluster's Ray processes take for the machine's temporary
+            folder: Ray's own folder ``ray/`` (its "current cluster" file and the session: every node's
+            logs, under ``ray/session_*/logs``) and the host's output in ``host.log``; removed at shutdown.
 
     Raises:
         RuntimeError: the cluster did not come up (the end of the host's output says why).
@@ -130,13 +144,17 @@ class RayTestCluster:
         for name in _FORWARD_NOT:
             env.pop(name, None)
         env["RAY_USAGE_STATS_ENABLED"] = "0"
+        # Ray's machine-wide folder (/tmp/ray: the "current cluster" file, sessions) is this cluster's own,
+        # and no token of the user's (~/.ray/auth_token) or the environment's turns auth on.
+        env["RAY_TMPDIR"] = self.temp_dir
+        env["RAY_AUTH_MODE"] = "disabled"
         spec = {
             "nodes": nodes,
             "cpus": cpus_per_node,
             "object_store_bytes": object_store_bytes,
             "node_env": [dict(e) for e in node_env] if node_env is not None else [{} for _ in range(nodes)],
             "client_port": free_port() if ray_client else None,
-            "temp_dir": self.temp_dir,
+            "folder": self.temp_dir,
         }
         self._log = open(Path(self.temp_dir) / "host.log", "w+b")  # noqa: SIM115 (closed in shutdown)
         started = time.perf_counter()
@@ -361,7 +379,13 @@ def _pump(stream: IO[bytes], lines: queue.Queue[bytes]) -> None:
 def _host(spec: dict[str, Any]) -> None:
     """The cluster host: start the nodes, print one line saying where they are, then keep them until
     stdin closes (the test process ended or shut the cluster down) and end them all."""
+    from ray._common.utils import get_default_ray_temp_dir
     from ray.cluster_utils import Cluster
+
+    # Ray's "machine" folder, where Cluster writes the "current cluster" file: the cluster's own (RAY_TMPDIR).
+    ray_dir: str = get_default_ray_temp_dir()  # type: ignore[no-untyped-call]
+    if not ray_dir.startswith(spec["folder"] + os.sep):
+        raise RuntimeError(f"Ray's temporary folder is {ray_dir}, not in the cluster's own {spec['folder']}")
 
     cluster = Cluster(shutdown_at_exit=True)  # Ray's reaper ends this process group if the host dies
     added = []
@@ -377,13 +401,12 @@ def _host(spec: dict[str, Any]) -> None:
         if i == 0:
             # No autoscaler monitor and no log monitor: a fixed cluster needs neither (the pool relays its
             # ranks' output itself), and each is one more Python process to start on a busy machine.
-            args.update(include_dashboard=False, no_monitor=True, include_log_monitor=False, temp_dir=spec["temp_dir"])
+            args.update(include_dashboard=False, no_monitor=True, include_log_monitor=False, temp_dir=ray_dir)
             if spec["client_port"] is not None:
                 args["ray_client_server_port"] = spec["client_port"]
         # The head must be up before a node can join it; the other nodes start side by side.
         added.append(cluster.add_node(wait=i == 0, **args))
     cluster.wait_for_nodes(timeout=120)
-    _forget_current_cluster(cluster.address)
     nodes = []
     for i, node in enumerate(added):
         roots = [info.process.pid for infos in node.all_processes.values() for info in infos]
@@ -403,19 +426,8 @@ def _host(spec: dict[str, Any]) -> None:
     sys.stdout.flush()
     sys.stdin.buffer.read()  # until the test process closes it, or is gone
     proctree.kill_tree(os.getpid())
-    shutil.rmtree(spec["temp_dir"], ignore_errors=True)
+    shutil.rmtree(spec["folder"], ignore_errors=True)
     os._exit(0)
-
-
-def _forget_current_cluster(address: str) -> None:
-    """``Cluster`` writes its address to Ray's machine-wide "current cluster" file, where any later
-    ``ray.init()`` without an address would find it: this test cluster is not the machine's."""
-    import ray._common.utils as ray_utils
-
-    with contextlib.suppress(OSError, AttributeError):
-        path = Path(ray_utils.get_ray_address_file(None))
-        if path.read_text().strip() == address:
-            path.unlink()
 
 
 if __name__ == "__main__":

@@ -46,7 +46,6 @@ from typing import Any, TypeVar
 
 from uc_jupyter.catalog import NotFound, PermissionDenied, ResolvedVolumePath
 from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.locations import canonical_location
 from uc_jupyter.catalog.names import VolumePath, parse_name
 from uc_jupyter.catalog.privileges import SecurableKind
 from uc_jupyter.catalog.wire_errors import WireError
@@ -60,6 +59,7 @@ from uc_jupyter.catalog.wire_storage import (
     operation,
     temporary_credentials_json,
 )
+from uc_jupyter.storage.locations import bucket_and_key, canonical_location, family_of
 from uc_jupyter.ucserver.routes_data import Call, Route
 from uc_jupyter.ucserver.vendor import Vendor
 
@@ -121,7 +121,7 @@ def _vend_object(vendor: Vendor, cat: LocalCatalog, url: str, *, write: bool) ->
     vends with no options: file:// its URL, s3 a one-line refusal."""
     # The caller may not see the location: its privilege was checked on the object. Local storage
     # vends no secret, whatever holds it.
-    credential = None if url.startswith("file://") else cat.credential_of_storage(url)
+    credential = None if family_of(url) == "local" else cat.credential_of_storage(url)
     return temporary_credentials_json(
         vendor.vend(url, _credential_options(cat, credential), write=write, credential=credential)
     )
@@ -151,7 +151,7 @@ def _keys_read_too(url: str) -> bool:
     so the write policy holds ``s3:GetO*`` (as UC's does), and keys that read need the read privilege
     (SELECT, READ VOLUME, READ FILES) besides the write one, as UC asks SELECT + MODIFY. Local
     storage vends no key, so its writes keep the embedded catalog's rule (the write privilege)."""
-    return not url.startswith("file://")
+    return family_of(url) != "local"
 
 
 def table_credentials(vendor: Vendor, cat: LocalCatalog, call: Call) -> Json:
@@ -185,7 +185,7 @@ def volume_credentials(vendor: Vendor, cat: LocalCatalog, call: Call) -> Json:
 def path_credentials(vendor: Vendor, cat: LocalCatalog, call: Call) -> Json:
     asked = operation(call.body, PATH_OPERATIONS, TEMPORARY_PATH)
     url = canonical_location(call.body["url"])  # InvalidLocation: a one-line 400
-    if url.startswith("s3://") and "/" not in url.removeprefix("s3://"):
+    if family_of(url) == "s3" and not bucket_and_key(url)[1]:
         raise WireError("INVALID_ARGUMENT", f"{url} is a bucket root: ask for a path inside an external location")
     if asked == "PATH_CREATE_TABLE":  # the checks create_table makes at registration, made before the write
         new = cat.external_table_storage(url)

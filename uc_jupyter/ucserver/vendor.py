@@ -50,10 +50,10 @@ from pathlib import Path
 from typing import Any
 
 from uc_jupyter.catalog import CatalogError
-from uc_jupyter.catalog.locations import canonical_location
 from uc_jupyter.catalog.secrets import SecretStore
 from uc_jupyter.catalog.wire_storage import AwsSession, Vended
 from uc_jupyter.sqlite_store import SqliteStore
+from uc_jupyter.storage.locations import bucket_and_key, canonical_location, family_of
 
 __all__ = [
     "DEFAULT_LIFETIME_S",
@@ -176,10 +176,9 @@ def escape_iam(text: str) -> str:
 
 def _bucket_and_prefix(url: str) -> tuple[str, str]:
     canonical = canonical_location(url)
-    if not canonical.startswith("s3://"):
+    if family_of(canonical) != "s3":
         raise VendingRefused(f"not an s3 URL: {canonical}")
-    bucket, _, prefix = canonical.removeprefix("s3://").partition("/")
-    return bucket, prefix
+    return bucket_and_key(canonical)
 
 
 def s3_policy(url: str, *, write: bool) -> dict[str, Any]:
@@ -269,9 +268,10 @@ class Vendor:
         location's credential; ``credential`` names it (the reaper finds its keys again by that name)."""
         canonical = canonical_location(url)
         expires_at = self.clock() + self.lifetime_s
-        if canonical.startswith("file://"):
+        family = family_of(canonical)
+        if family == "local":
             return Vended(canonical, expires_at)
-        if not canonical.startswith("s3://"):
+        if family != "s3":
             scheme = canonical.partition("://")[0]
             raise VendingRefused(f"this server vends credentials for file:// and s3:// storage, not {scheme}://")
         check_vending_options(options)

@@ -43,9 +43,9 @@ from typing import Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped]
 
+from uc_jupyter.processes import usable_cpus
 from uc_jupyter.telemetry.model import Snapshot
 from uc_jupyter.widgets.charts import COLORS, latency_chart, shard_chart
-from uc_jupyter.widgets.monitor import usable_cpus
 from uc_jupyter.widgets.passes import CUMULATIVE, EpochRow, PassRecord, PassState, error_line, forget_snapshots
 from uc_jupyter.widgets.units import format_bytes, format_seconds, three_digits
 from uc_jupyter.widgets.view import DashboardView, HistoryPoint, scoped, view_text, window

@@ -33,7 +33,6 @@ Example:
 from __future__ import annotations
 
 import contextvars
-import os
 import sys
 import threading
 import time
@@ -44,6 +43,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from uc_jupyter.notices import notice
+from uc_jupyter.processes import usable_cpus
 from uc_jupyter.telemetry.model import Snapshot
 from uc_jupyter.widgets.passes import PassRecord, PassState, error_line, forget_snapshots
 from uc_jupyter.widgets.view import summary
@@ -51,14 +51,9 @@ from uc_jupyter.widgets.view import summary
 if TYPE_CHECKING:
     from uc_jupyter.widgets.dashboard import LoaderDashboard
 
-__all__ = ["LoaderMonitor", "Monitor", "monitor", "usable_cpus", "widgets_can_render"]
+__all__ = ["LoaderMonitor", "Monitor", "monitor", "widgets_can_render"]
 
 _JOIN_SECONDS = 1.0  # how long a pass's end waits for its poll thread to notice; never an error
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on: what workers of this kernel's loaders can use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def widgets_can_render() -> bool:

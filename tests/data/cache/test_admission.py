@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.data.cache.conftest import get
 from tests.data.conftest import wall_clock
 from uc_jupyter.data.cache import CacheBudgetError, FileCache
-
-from .conftest import get
 
 
 def test_a_group_in_use_keeps_its_files_and_the_coldest_group_goes_first(tmp_path: Path) -> None:

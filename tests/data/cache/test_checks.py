@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.data.cache.conftest import get
 from uc_jupyter.data.cache import CacheIntegrityWarning, FileCache, Ticket
 from uc_jupyter.testing.mounts import MountUnavailable, mounted
 from uc_jupyter.testing.waits import wait_until
-
-from .conftest import get
 
 
 @pytest.fixture

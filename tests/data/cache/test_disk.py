@@ -15,12 +15,11 @@ from typing import Any
 
 import pytest
 
+from tests.data.cache.conftest import disk_use
 from uc_jupyter.data import DataLoader, UCVolumeDataset
 from uc_jupyter.data.cache import CachedFile, FileCache
 from uc_jupyter.data.cache.admission import Budget
 from uc_jupyter.data.cache.disk import DISK_BUDGET_MIN, PER_FILE, charge, structure
-
-from .conftest import disk_use
 
 BUDGET = DISK_BUDGET_MIN + (1 << 20)  # a budget that is the disk, about half the data below
 FILES = 400  # of 1 byte to 96 KiB: about 19 MB, most of them not a whole number of blocks

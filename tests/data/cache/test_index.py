@@ -11,11 +11,10 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.data.cache.conftest import get
 from uc_jupyter.data.cache import CacheIntegrityWarning, CacheStats, FileCache, Ticket
 from uc_jupyter.data.cache.index import FLUSH_SECONDS
 from uc_jupyter.testing.clocks import ManualClock
-
-from .conftest import get
 
 
 def test_an_index_damaged_while_in_use_is_rebuilt_by_the_next_operation(tmp_path: Path) -> None:

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.data.cache.conftest import stored_files
 from uc_jupyter.data.cache import FileCache, NotACacheFolder
-
-from .conftest import stored_files
 
 
 def test_a_file_given_as_the_cache_folder_is_refused(tmp_path: Path) -> None:

@@ -328,7 +328,7 @@ class FileCache:
             found = os.fstat(fd) if fd >= 0 else None
             actual = found.st_size if found is not None and stat.S_ISREG(found.st_mode) else -1
             if actual != ticket.size:  # a dataset's downloads check first; the same error for any other fetch
-                from uc_jupyter.data.downloads import changed_since_listing  # the one text; imported only here
+                from uc_jupyter.storage.downloads import changed_since_listing  # the one text; imported only here
 
                 raise changed_since_listing(ticket.name or ticket.key, ticket.size, max(actual, 0))
             os.fchmod(fd, layout.FILE_MODE)  # whatever mode the downloader created it with

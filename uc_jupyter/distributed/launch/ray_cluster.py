@@ -19,7 +19,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,11 +116,21 @@ class _Connection:
 connection = _Connection()
 
 
-def _end_pools() -> None:
-    """At exit, before Ray disconnects: stop every pool, so its ranks get their Stop and its hosts go."""
-    from uc_jupyter.distributed.pool import shutdown_all
+# What must run at exit while the connection still stands: the pool module registers its shutdown_all
+# (the placements sit below the pool and do not import it).
+_before_disconnect: list[Callable[[], None]] = []
 
-    shutdown_all()
+
+def before_disconnect(hook: Callable[[], None]) -> None:
+    """Run ``hook`` at exit before Ray disconnects (every pool stops, so its ranks get their Stop and
+    its hosts go)."""
+    if hook not in _before_disconnect:
+        _before_disconnect.append(hook)
+
+
+def _end_pools() -> None:
+    for hook in list(_before_disconnect):
+        hook()
 
 
 def _same_cluster(address: str) -> None:

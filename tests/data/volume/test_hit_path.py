@@ -1,0 +1,78 @@
+"""How much of uc_jupyter a cache hit walks through: the distinct functions and modules of ours that each
+``next()`` of a DataLoader enters over a fully cached remote volume (counted with ``sys.setprofile``).
+
+A hit should be one call into the cache; everything else each ``next()`` does is bookkeeping that the
+training loop pays for every batch. The redesign's targets (issue "One storage layer, ...") are: the
+first ``next()`` of a pass (which starts the pass) at most 30 functions in 8 modules, every later one at
+most 12 in 5. The bounds below are where the walk stands today (60 in 21 and 28 in 14: the download
+clients are no longer built for a pass of hits; the window, the pace and the loop's bookkeeping still
+run per batch), so the walk can only get shorter; lower them as stages are taken out of it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from tests.data.conftest import write_files
+from uc_jupyter.data import DataLoader, UCVolumeDataset
+
+Volume = Callable[..., tuple[str, Path]]
+
+FIRST_NEXT = (60, 21)  # functions, modules: target (30, 8)
+LATER_NEXT = (28, 14)  # target (12, 5)
+
+
+class Entered:
+    """The uc_jupyter functions (module, qualified name) entered while it is active, on this thread."""
+
+    def __init__(self) -> None:
+        self.functions: set[tuple[str, str]] = set()
+
+    def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            module = frame.f_globals.get("__name__", "")
+            if module.startswith("uc_jupyter.") and not module.startswith("uc_jupyter.testing"):
+                self.functions.add((module, frame.f_code.co_qualname))
+
+    def __enter__(self) -> Entered:
+        sys.setprofile(self._profile)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(None)
+
+    @property
+    def modules(self) -> set[str]:
+        return {module for module, _ in self.functions}
+
+
+def _walks(loader: DataLoader) -> Iterator[Entered]:
+    """What each ``next()`` of one pass entered."""
+    batches = iter(loader)
+    while True:
+        with Entered() as entered:
+            try:
+                next(batches)
+            except StopIteration:
+                return
+        yield entered
+
+
+def test_a_cached_pass_walks_few_of_our_functions(s3_volume: Volume) -> None:
+    path, folder = s3_volume()
+    write_files(folder, 20)
+    loader = DataLoader(UCVolumeDataset(path, min_free_bytes=0), batch_size=4, num_workers=0)
+    assert sum(len(batch) for batch in loader) == 20  # the first pass downloads every file
+    first, *later = list(_walks(loader))  # the second pass hits the cache for all 20
+    assert loader.stats().hits == 20
+    assert len(first.functions) <= FIRST_NEXT[0] and len(first.modules) <= FIRST_NEXT[1], sorted(first.functions)
+    modules = {module for module, _ in first.functions}
+    assert not {m for m in modules if m.startswith("uc_jupyter.storage.") and m != "uc_jupyter.storage.downloads"}, (
+        "a pass of cache hits builds no storage client"
+    )
+    worst = max(later, key=lambda entered: len(entered.functions))
+    assert len(worst.functions) <= LATER_NEXT[0] and len(worst.modules) <= LATER_NEXT[1], sorted(worst.functions)

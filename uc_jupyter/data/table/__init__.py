@@ -1,0 +1,1 @@
+"""Table rows into PyTorch: ``UCTableDataset`` over the one Delta snapshot opener."""
