@@ -25,6 +25,7 @@ import contextlib
 import functools
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -53,6 +54,11 @@ TEST_CACHE_FLOOR = 64 << 20
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background of a non-interactive shell inherits SIGINT ignored, and then
+    # _thread.interrupt_main() (what a kernel interrupt does, which the pool tests send) does nothing
+    # and those tests wait out their timeout: Python's own handler, as in a terminal.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line(
         "markers", "both_backends: run the test's catalog on the embedded catalog and on RestCatalog + uc-jupyter serve"
     )

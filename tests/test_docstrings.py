@@ -39,10 +39,10 @@ from uc_jupyter.distributed import accelerators, board, checks, outcome, payload
 from uc_jupyter.distributed import errors as rank_errors
 from uc_jupyter.distributed.launch import ray_cluster
 from uc_jupyter.jupyter import args
-from uc_jupyter.storage import export_manifest, keys, locations, retry, stores, writes
+from uc_jupyter.storage import downloads, export_manifest, keys, locations, retry, stores, writes
 from uc_jupyter.storage import urls as storage
 from uc_jupyter.tables import spark_server, spark_watchdog
-from uc_jupyter.telemetry import collector, model, producer, reporter, uplink
+from uc_jupyter.telemetry import collector, model, producer, reporter, uplink, watch
 from uc_jupyter.testing import boards, clocks, kernels, s3_answers, scripts, served, waits
 from uc_jupyter.ucserver import app as ucserver_app
 from uc_jupyter.ucserver import auth as ucserver_auth
@@ -66,7 +66,7 @@ from uc_jupyter.widgets import charts, view
         *(pace, remote, wanted, waits, clocks, scripts),
         *(accelerators, status, ray_cluster, checks, outcome),
         *(resume, position, renewal, rng, checkpoint_layout, writes, s3_answers, export_manifest),
-        *(keys, retry, stores),
+        *(keys, retry, stores, watch, downloads),
     ],
     ids=lambda m: m.__name__,
 )

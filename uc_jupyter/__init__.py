@@ -11,14 +11,30 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from uc_jupyter.lazy import lazy_attributes
+from uc_jupyter.telemetry import watch
 from uc_jupyter.version import __version__
+
+if TYPE_CHECKING:
+    from uc_jupyter.telemetry.model import Snapshot
 
 __all__ = ["__version__", "load", "load_ipython_extension", "unload_ipython_extension"]
 
 __getattr__ = lazy_attributes("uc_jupyter", {"load": "uc_jupyter.loading"})
+
+
+def _loader_monitor(source: Callable[[], Snapshot], title: str) -> watch.PassWatch:
+    from uc_jupyter.widgets.monitor import LoaderMonitor
+
+    return LoaderMonitor(source, title=title)
+
+
+# The package is where the layers are put together: the loader and the rank pool (below the widgets)
+# ask uc_jupyter.telemetry.watch for a live view, and this is the one they get.
+watch.show_passes_with(_loader_monitor)
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:

@@ -26,6 +26,7 @@ from uc_jupyter.distributed.decorator import pool_for_request
 from uc_jupyter.distributed.errors import hide_internal_frames
 from uc_jupyter.distributed.pool import Devices, PoolStatus, RankPool
 from uc_jupyter.distributed.shared import current_shared_pool, shared_pool, shutdown_shared_pool
+from uc_jupyter.telemetry.watch import watch_passes, watching
 
 __all__ = ["CellUsageError", "check_plain_python", "manage_pool", "run_cell"]
 
@@ -158,8 +159,7 @@ def _monitoring(pool: RankPool, monitor: bool) -> Iterator[None]:
     if not monitor:
         yield
         return
-    from uc_jupyter.widgets.monitor import monitor as show_dashboard
-
     pool.collector.clear()  # this cell's numbers, not the previous cells'
-    with show_dashboard(pool.collector.snapshot, title=f"{pool.size} ranks"):
+    # The registered view (the widgets' dashboard): the pool sits below the widgets.
+    with watching(watch_passes(pool.collector.snapshot, f"{pool.size} ranks")):
         yield

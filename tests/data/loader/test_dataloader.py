@@ -753,3 +753,31 @@ def test_paths_of_workers_that_do_not_persist_stay_valid_after_torch_ends_them(s
     list(loader)  # the next pass takes back what the first pass's workers left
     loader.close()
     assert [p for p in stream.iterdir() if any(p.iterdir())] == []
+
+
+# ------------------------------------------------------------------ a loader let go of
+
+
+@pytest.mark.parametrize("monitor", [False, True])
+def test_a_loader_let_go_of_stops_its_workers_at_once(monitor: bool) -> None:
+    """Nothing of the loader's own keeps it alive (its reporter, its dashboard's source): when its last
+    name goes, torch stops its persistent workers there and then. In a reference cycle it waited for
+    the garbage collector, which stopped each worker only after torch's 5 s join timeout."""
+    import gc
+    import weakref
+
+    loader = DataLoader(Squares(8), batch_size=2, num_workers=2, monitor=monitor, mlflow=False)
+    for _ in range(2):
+        assert sum(len(batch) for batch in loader) == 8
+    workers = list(loader._iterator._workers)  # type: ignore[union-attr]
+    assert loader.persistent_workers and all(w.is_alive() for w in workers)
+    gone = weakref.ref(loader)
+    collecting = gc.isenabled()
+    gc.disable()  # freed by its reference count, not by a collection
+    try:
+        del loader
+        assert gone() is None
+        assert not any(w.is_alive() for w in workers)
+    finally:
+        if collecting:
+            gc.enable()

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.utils.data
@@ -62,9 +63,7 @@ from uc_jupyter.telemetry.collector import Collector
 from uc_jupyter.telemetry.mlflow_sink import MlflowSink
 from uc_jupyter.telemetry.model import Sample, Snapshot
 from uc_jupyter.telemetry.reporter import Reporter
-
-if TYPE_CHECKING:
-    from uc_jupyter.widgets.monitor import LoaderMonitor
+from uc_jupyter.telemetry.watch import PassWatch, watch_passes
 
 __all__ = ["BatchTiming", "DataLoader"]
 
@@ -120,7 +119,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         self._collector = Collector(clock=clock)
         self._fetch = LoopTiming()
         # The loop's telemetry goes out at most 10 times a second (a pass's end and stats() at once).
-        self._reporter = Reporter(self._take, rate=_SAMPLES_PER_SECOND, clock=clock)
+        self._reporter = Reporter(_Weakly(self._take), rate=_SAMPLES_PER_SECOND, clock=clock)
         self._checked_ranks = False
         self._rank = current_rank()[0]
         self._position = LoaderPosition(self._rank, self.num_workers)
@@ -130,7 +129,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         self.monitor = monitor
         # The one dashboard of all monitored passes, made by the first; set your own LoaderMonitor
         # before iterating to choose where and when it shows.
-        self.dashboard_monitor: LoaderMonitor | None = None
+        self.dashboard_monitor: PassWatch | None = None
         self._inner: Iterator[Any] | None = None
         self._plumb_workers()
 
@@ -186,9 +185,9 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
     def _monitored(self, inner: Iterator[Any], epoch: int) -> Iterator[Any]:
         """The pass as one pass of the loader's one dashboard: begun, then done, stopped or failed."""
         if self.dashboard_monitor is None:
-            from uc_jupyter.widgets.monitor import LoaderMonitor
-
-            self.dashboard_monitor = LoaderMonitor(self.live_stats, title=_monitor_title(self.dataset))
+            # The registered view (import uc_jupyter registers the widgets' LoaderMonitor): the
+            # loader sits below the widgets and never imports them (docs/architecture.md, "Layers").
+            self.dashboard_monitor = watch_passes(_Weakly(self.live_stats), _monitor_title(self.dataset))
         watch = self.dashboard_monitor
         watch.begin(f"epoch {epoch}", self._final_stats(), epoch=epoch)
         try:
@@ -428,6 +427,23 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         reclaim = getattr(cache, "reclaim_finished_workers", None)
         if callable(reclaim):
             reclaim()
+
+
+class _Weakly:
+    """A bound method called through a weak reference: it keeps its loader alive neither from the
+    loader's own reporter nor from a dashboard that outlives it. A loader in a reference cycle outlives
+    its last name until the garbage collector runs, and stopping its workers from there took 5 s each
+    (their queues were closed first). Once the loader is gone it returns what it returned last."""
+
+    def __init__(self, method: Callable[..., Any]) -> None:
+        self._ref = weakref.WeakMethod(method)
+        self._last: Any = None
+
+    def __call__(self, *args: Any) -> Any:
+        bound = self._ref()
+        if bound is not None:
+            self._last = bound(*args)
+        return self._last
 
 
 def _monitor_title(dataset: Any) -> str:

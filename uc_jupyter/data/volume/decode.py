@@ -18,11 +18,12 @@ keeps exactly what its patterns match. A file that still fails raises :class:`De
 its ``/Volumes`` path and the decoder.
 
 Example:
-    >>> from uc_jupyter.data import UCVolumeDataset, decode_image, labelled_folder, map_paths
-    >>> images = map_paths(UCVolumeDataset("/Volumes/main/ml/images/circle"), decode_image)  # doctest: +SKIP
-    >>> pairs = labelled_folder("/Volumes/main/ml/images")         # doctest: +SKIP
-    >>> image, label = next(iter(pairs)); image.shape, pairs.classes  # doctest: +SKIP
-    (torch.Size([3, 32, 32]), ('circle', 'square', 'triangle'))
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.txt")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write("hello")
+    >>> decode_text(path), decode_bytes(path)
+    ('hello', b'hello')
 """
 
 from __future__ import annotations
