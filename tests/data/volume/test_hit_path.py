@@ -19,6 +19,8 @@ from typing import Any
 
 from tests.data.conftest import write_files
 from uc_jupyter.data import DataLoader, UCVolumeDataset
+from uc_jupyter.testing.clocks import ManualClock
+from uc_jupyter.testing.scripts import run_python
 
 Volume = Callable[..., tuple[str, Path]]
 
@@ -62,17 +64,42 @@ def _walks(loader: DataLoader) -> Iterator[Entered]:
         yield entered
 
 
+def walk_of_a_cached_pass(path: str) -> dict[str, Any]:
+    """In this process: one pass over the volume at ``path`` to fill the cache, then what each
+    ``next()`` of a second pass (all hits) entered, as lists of ``[module, function]``."""
+    # Clocks that stand still: what a next() does must not depend on when the telemetry falls due or
+    # how fast the pace thinks the loop takes files.
+    dataset = UCVolumeDataset(path, min_free_bytes=0, clock=ManualClock())
+    loader = DataLoader(dataset, batch_size=4, num_workers=0, mlflow=False, clock=ManualClock())
+    filled = sum(len(batch) for batch in loader)  # the first pass downloads every file
+    first, *later = list(_walks(loader))
+    worst = max(later, key=lambda entered: len(entered.functions))
+    return {
+        "filled": filled,
+        "hits": loader.stats().hits,
+        "first": sorted(first.functions),
+        "later": sorted(worst.functions),
+    }
+
+
+# In a fresh interpreter: what a user's process walks, whatever earlier tests left installed in this one.
+_MEASURE = """
+import json, sys
+from tests.data.volume.test_hit_path import walk_of_a_cached_pass
+print(json.dumps(walk_of_a_cached_pass(sys.argv[1])))
+"""
+
+
 def test_a_cached_pass_walks_few_of_our_functions(s3_volume: Volume) -> None:
     path, folder = s3_volume()
     write_files(folder, 20)
-    loader = DataLoader(UCVolumeDataset(path, min_free_bytes=0), batch_size=4, num_workers=0)
-    assert sum(len(batch) for batch in loader) == 20  # the first pass downloads every file
-    first, *later = list(_walks(loader))  # the second pass hits the cache for all 20
-    assert loader.stats().hits == 20
-    assert len(first.functions) <= FIRST_NEXT[0] and len(first.modules) <= FIRST_NEXT[1], sorted(first.functions)
-    modules = {module for module, _ in first.functions}
+    walk, _ = run_python(_MEASURE, path)
+    assert (walk["filled"], walk["hits"]) == (20, 20)  # the second pass hit the cache for all 20
+    first = {tuple(f) for f in walk["first"]}
+    modules = {module for module, _ in first}
+    assert len(first) <= FIRST_NEXT[0] and len(modules) <= FIRST_NEXT[1], walk["first"]
     assert not {m for m in modules if m.startswith("uc_jupyter.storage.") and m != "uc_jupyter.storage.downloads"}, (
         "a pass of cache hits builds no storage client"
     )
-    worst = max(later, key=lambda entered: len(entered.functions))
-    assert len(worst.functions) <= LATER_NEXT[0] and len(worst.modules) <= LATER_NEXT[1], sorted(worst.functions)
+    later = {tuple(f) for f in walk["later"]}
+    assert len(later) <= LATER_NEXT[0] and len({m for m, _ in later}) <= LATER_NEXT[1], walk["later"]
