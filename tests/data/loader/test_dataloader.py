@@ -781,3 +781,26 @@ def test_a_loader_let_go_of_stops_its_workers_at_once(monitor: bool) -> None:
     finally:
         if collecting:
             gc.enable()
+
+
+def test_a_loader_in_a_cycle_of_the_callers_stops_its_workers_when_collected() -> None:
+    """A cycle the loader cannot break (a dashboard of the caller's, over loader.live_stats, set as its
+    dashboard_monitor) waits for the collector; the collector then stops the workers at once, not after
+    torch's 5 s join timeout per worker (what it did when it closed their queues first)."""
+    import gc
+    import weakref
+
+    from uc_jupyter.widgets import LoaderMonitor
+
+    loader = DataLoader(Squares(8), batch_size=2, num_workers=3, monitor=True, mlflow=False)
+    loader.dashboard_monitor = LoaderMonitor(loader.live_stats, title="mine", display=lambda widget: None)
+    assert sum(len(batch) for batch in loader) == 8
+    workers = list(loader._iterator._workers)  # type: ignore[union-attr]
+    gone = weakref.ref(loader)
+    del loader
+    assert gone() is not None  # the caller's cycle holds it
+    started = time.monotonic()
+    gc.collect()
+    assert gone() is None and not any(w.is_alive() for w in workers)
+    # No join ran into torch's timeout (a worker that never heard "stop" is waited for that long).
+    assert time.monotonic() - started < torch.utils.data._utils.MP_STATUS_CHECK_INTERVAL

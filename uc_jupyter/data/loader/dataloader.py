@@ -131,6 +131,12 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         # before iterating to choose where and when it shows.
         self.dashboard_monitor: PassWatch | None = None
         self._inner: Iterator[Any] | None = None
+        # Persistent workers stop when the loader goes, even when the loader goes in a reference cycle
+        # of the caller's (a LoaderMonitor of loader.live_stats set as its dashboard_monitor): the
+        # finalizer holds torch's iterator, so the collector finds it and its queues intact instead of
+        # closing the queues first and leaving torch to wait 5 s per worker that never heard "stop".
+        self._persistent: list[Any] = [None]
+        weakref.finalize(self, _stop_persistent_workers, self._persistent).atexit = False
         self._plumb_workers()
 
     def _plumb_workers(self) -> None:
@@ -180,6 +186,8 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         self._progress.new_pass()  # before torch asks the workers for this pass's first batches
         self._reclaim_finished_workers()
         timed = self._timed(super().__iter__(), epoch)
+        if self.persistent_workers:
+            self._persistent[0] = self._iterator  # the workers that outlive this pass
         return self._monitored(timed, epoch) if self.monitor else timed
 
     def _monitored(self, inner: Iterator[Any], epoch: int) -> Iterator[Any]:
@@ -451,6 +459,13 @@ def _monitor_title(dataset: Any) -> str:
     # A UCVolumeDataset's folder (not its listing, which may still be arriving), or a table's name.
     source = getattr(dataset, "volume_path", None) or getattr(dataset, "name", None)
     return f"DataLoader over {source}" if isinstance(source, str) and source else "DataLoader"
+
+
+def _stop_persistent_workers(persistent: list[Any]) -> None:
+    """The loader is gone: stop the persistent workers it kept (torch's own, idempotent stop)."""
+    iterator, persistent[0] = persistent[0], None
+    if iterator is not None:
+        _stop_workers(iterator)
 
 
 def _stop_workers(inner: Iterator[Any]) -> None:
