@@ -8,7 +8,7 @@ volume folder that does not exist is :class:`NotFound` whether the catalog or th
 
 from __future__ import annotations
 
-__all__ = ["CatalogError", "EscapesVolume", "NotFound", "first_line"]
+__all__ = ["CatalogError", "EscapesVolume", "NotFound", "UcJupyterWarning", "first_line"]
 
 
 class CatalogError(Exception):
@@ -27,6 +27,21 @@ class EscapesVolume(CatalogError, PermissionError):
     """A volume path that leads outside its volume (e.g. through a symlink) was refused."""
 
     __module__ = "uc_jupyter.catalog"
+
+
+class UcJupyterWarning(UserWarning):
+    """Base of every warning uc_jupyter gives (something worked, but not all of it): one class, so
+    callers may filter them together, and the test suite turns them into errors (a warning no test
+    expects is a bug).
+
+    Example:
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as seen:
+        ...     warnings.simplefilter("always")
+        ...     warnings.warn("kept the old files", UcJupyterWarning)
+        >>> issubclass(seen[0].category, UserWarning)
+        True
+    """
 
 
 def first_line(exc: BaseException) -> str:

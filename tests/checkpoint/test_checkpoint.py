@@ -19,6 +19,7 @@ from tests.checkpoint.conftest import assert_bit_equal, every_kind, zeros_like
 from uc_jupyter.catalog import Catalog, as_principal
 from uc_jupyter.checkpoint import UCVolumeReader, UCVolumeWriter, latest
 from uc_jupyter.checkpoint.layout import saving_marker
+from uc_jupyter.errors import UcJupyterWarning
 from uc_jupyter.testing.s3_server import S3TestServer
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
@@ -165,7 +166,7 @@ def test_a_prune_that_fails_after_the_commit_is_a_warning_not_a_failed_save(
     save(f"{path}/run/step-1", every_kind(1))
     s3.configure(fail_first=1000, fail_status=403)  # every read of an object is refused from now on
     with pytest.warns(
-        RuntimeWarning, match=r"^\S+/run/step-2 is committed, but removing older checkpoint files failed "
+        UcJupyterWarning, match=r"^\S+/run/step-2 is committed, but removing older checkpoint files failed "
     ):
         save(f"{path}/run/step-2", every_kind(2), keep_last=1)
     s3.configure(fail_first=0, fail_status=503)

@@ -39,6 +39,7 @@ from uc_jupyter.checkpoint.layout import (
     read_marker,
     read_saving,
 )
+from uc_jupyter.errors import UcJupyterWarning
 from uc_jupyter.storage.keys import Listed, is_addressable
 from uc_jupyter.version import __version__
 
@@ -119,7 +120,7 @@ def commit(folder: CheckpointFolder, files: dict[str, int], *, keep_last: int | 
         warnings.warn(
             f"{folder.path} is committed, but removing older checkpoint files failed ({reason}); "
             "they stay until a later save with keep_last removes them, or delete them yourself",
-            RuntimeWarning,
+            UcJupyterWarning,
             stacklevel=2,
         )
         return []

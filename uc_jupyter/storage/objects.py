@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
 
-from uc_jupyter.errors import NotFound
+from uc_jupyter.errors import NotFound, UcJupyterWarning
 from uc_jupyter.storage.config import StoreArgs
 from uc_jupyter.storage.credentials import provider_for, source_of
 from uc_jupyter.storage.downloads import Downloads
@@ -170,7 +170,7 @@ class ObjectStorage:
             warnings.warn(
                 f"{self.where}: left out {len(left_out)} object(s) whose keys have an empty, '.' or '..' part, "
                 f"e.g. {left_out[0]!r} (object_store cannot read them); rename them to read them",
-                UserWarning,
+                UcJupyterWarning,
                 stacklevel=2,
             )
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from uc_jupyter.catalog import AlreadyExists, Catalog, NotFound, get_catalog
 from uc_jupyter.catalog.names import parse_volume_path
+from uc_jupyter.errors import UcJupyterWarning
 from uc_jupyter.storage import urls as st
 from uc_jupyter.storage.export_manifest import MANIFEST, ExportFile, Manifest, ManifestError, leftovers, new_export_id
 
@@ -114,7 +115,7 @@ def export_table(
         else:
             done = "committed nevertheless" if landed else "may have committed"
             message = f"{where}: export {manifest.id} {done}; its files and the previous export's stay"
-            warnings.warn(message, UserWarning, stacklevel=2)  # beside the error (no add_note on 3.10)
+            warnings.warn(message, UcJupyterWarning, stacklevel=2)  # beside the error (no add_note on 3.10)
         raise
     _remove_replaced(writes, manifest, previous, where)
     return where
@@ -197,14 +198,14 @@ def _remove_replaced(writes: VolumeWrites, manifest: Manifest, previous: Manifes
         addressable = [key for key in gone if is_addressable(key)]
         writes.delete(addressable)
     except Exception as exc:
-        warnings.warn(f"{where}: exported, but the previous export's files stay: {exc}", UserWarning, stacklevel=3)
+        warnings.warn(f"{where}: exported, but the previous export's files stay: {exc}", UcJupyterWarning, stacklevel=3)
         return
     if len(addressable) < len(gone):
         odd = next(key for key in gone if key not in addressable)
         warnings.warn(
             f"{where}: exported, but {len(gone) - len(addressable)} file(s) whose names cannot be written "
             f"through the volume stay, such as {odd!r}: remove them by hand",
-            UserWarning,
+            UcJupyterWarning,
             stacklevel=3,
         )
 

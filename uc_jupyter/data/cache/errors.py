@@ -7,6 +7,8 @@ Example:
 
 from __future__ import annotations
 
+from uc_jupyter.errors import UcJupyterWarning
+
 __all__ = ["CacheBudgetError", "CacheIntegrityWarning", "NotACacheFolder"]
 
 
@@ -19,6 +21,6 @@ class NotACacheFolder(ValueError):
     empty it (the message names the folder and what to do)."""
 
 
-class CacheIntegrityWarning(UserWarning):
+class CacheIntegrityWarning(UcJupyterWarning):
     """A cached file did not match what was downloaded (it is removed and downloaded again), or the
     cache's index was lost and rebuilt from the cached files."""

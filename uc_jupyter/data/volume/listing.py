@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from uc_jupyter import options as opt
 from uc_jupyter.data.volume.committed import committed_entries
+from uc_jupyter.errors import UcJupyterWarning
 from uc_jupyter.storage import urls as st
 
 if TYPE_CHECKING:
@@ -216,7 +217,7 @@ def _warn_skipped(where: str, skipped: list[str]) -> None:
     warnings.warn(
         f"{where}: skipped {count}, e.g. {skipped[0]!r} (datasets do not follow "
         "symbolic links inside a volume; copy the file in instead, or exclude it)",
-        UserWarning,
+        UcJupyterWarning,
         stacklevel=4,
     )
 
