@@ -31,8 +31,7 @@ class EscapesVolume(CatalogError, PermissionError):
 
 class UcJupyterWarning(UserWarning):
     """Base of every warning uc_jupyter gives (something worked, but not all of it): one class, so
-    callers may filter them together, and the test suite turns them into errors (a warning no test
-    expects is a bug).
+    callers (and the test suite) may filter them together.
 
     Example:
         >>> import warnings

@@ -200,7 +200,8 @@ def test_an_s3_commit_that_fails_after_it_landed_keeps_the_files_its_manifest_na
     assert committed.id != previous.id and committed.rows == 20  # the commit landed
     assert ids(load_hf_dataset(f"{path}/t")) == list(range(20))  # every file it names is there
     said = (
-        f"UserWarning: {path}/t: export {committed.id} committed nevertheless; its files and the previous export's stay"
+        f"UcJupyterWarning: {path}/t: export {committed.id} committed nevertheless; "
+        "its files and the previous export's stay"
     )
     assert said in run.stderr
     assert all((folder / "t" / key).is_file() for key in previous.file_keys())  # kept while the commit is unsure
