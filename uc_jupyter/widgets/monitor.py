@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from uc_jupyter.notices import notice
 from uc_jupyter.processes import usable_cpus
 from uc_jupyter.telemetry.model import Snapshot
+from uc_jupyter.telemetry.watch import watching
 from uc_jupyter.widgets.passes import PassRecord, PassState, error_line, forget_snapshots
 from uc_jupyter.widgets.view import summary
 
@@ -366,6 +367,7 @@ class Monitor:
         )
         self.title = title
         self._entered = False
+        self._block = watching(self._watch)  # the body as one pass, as a %%uc_distributed cell's
 
     @property
     def dashboard(self) -> LoaderDashboard | None:
@@ -383,14 +385,13 @@ class Monitor:
         if self._entered:
             raise RuntimeError("a monitor runs once; make a new one with monitor()")
         self._entered = True
-        self._watch.begin("", None)
+        self._block.__enter__()
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        stopped = isinstance(error, GeneratorExit)  # a generator around the body was closed early
-        self._watch.end(None, error=None if stopped else error, stopped=stopped)
+        self._block.__exit__(kind, error, traceback)
 
 
 def monitor(
