@@ -14,6 +14,7 @@ from tests.checkpoint.conftest import assert_bit_equal, every_kind, zeros_like
 from uc_jupyter.catalog import as_principal
 from uc_jupyter.catalog.rest import RestCatalog
 from uc_jupyter.checkpoint import UCVolumeReader, UCVolumeWriter, latest
+from uc_jupyter.errors import UcJupyterWarning
 from uc_jupyter.testing.moto_iam import MotoIam, moto_iam
 from uc_jupyter.testing.served import ADMIN, Served, serving
 
@@ -55,7 +56,11 @@ def test_save_and_load_with_vended_keys(served: Served, moto: MotoIam) -> None:
         state = every_kind(4)
         with as_principal("alice"):
             writer = UCVolumeWriter("/Volumes/v/s/runs/a/step-4", catalog=rest)
-            dcp.save(state, storage_writer=writer, no_dist=True)
+            # The commit then deletes the in-progress marker in one multi-object request, which moto
+            # authorises against the bucket (S3 checks each key: tests/storage/test_writes.py), so
+            # alice's keys for the volume's prefix are refused: the save stands, with the one warning.
+            with pytest.warns(UcJupyterWarning, match=r"step-4 is committed, but removing .* Access Denied"):
+                dcp.save(state, storage_writer=writer, no_dist=True)
         listed = moto.admin_client("s3").list_objects_v2(Bucket=BUCKET, Prefix="vols/")["Contents"]
         assert {o["Key"].rsplit("/", 1)[0] for o in listed} == {"vols/runs/a/step-4"}
         with as_principal("reader"):

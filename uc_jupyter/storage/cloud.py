@@ -55,11 +55,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from uc_jupyter.storage.config import HARMLESS_OPTIONS, MAX_CONNECTIONS, VENDOR_OPTIONS, StoreArgs, Unsupported
+from uc_jupyter.storage.locations import Family, family_of
 
 __all__ = ["azure_store_args", "gcs_store_args", "parse_connection_string"]
 
-GCS_SCHEMES = frozenset({"gs", "gcs"})
-AZURE_SCHEMES = frozenset({"az", "azure", "abfs", "abfss"})
 
 # Options that change nothing a listing or a whole-object GET returns (listing caches, block sizes,
 # concurrency of file objects, the project a bucket is created in), and the vendor's own options.
@@ -94,6 +93,7 @@ _AZURE_NATIVE = frozenset(
 )
 # object_store keys that configure its HTTP client rather than the store.
 _CLIENT_KEYS = frozenset({"allow_http", "allow_invalid_certificates"})
+_SHOWN: dict[Family, str] = {"gcs": "gs", "azure": "az"}  # the scheme an error suggests
 _GCS_BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
 _AZURE_CONTAINER = re.compile(r"\$root|\$web|\$logs|[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]")
 _AZURE_ACCOUNT = re.compile(r"[a-z0-9]{3,24}")
@@ -112,7 +112,7 @@ def gcs_store_args(url: str, options: Mapping[str, Any] | None) -> StoreArgs:
         >>> gcs_store_args("gs://lake/a/b", {"token": {"type": "service_account", "client_email": "x"}}).config
         {'service_account_key': '{"type": "service_account", "client_email": "x"}'}
     """
-    bucket, prefix = _bucket_and_prefix(url, GCS_SCHEMES, _GCS_BUCKET, "bucket")
+    bucket, prefix = _bucket_and_prefix(url, "gcs", _GCS_BUCKET, "bucket")
     config: dict[str, str] = {}
     client = _client_options()
     credential_provider = None
@@ -145,7 +145,7 @@ def azure_store_args(url: str, options: Mapping[str, Any] | None) -> StoreArgs:
         >>> azure_store_args("az://raw/x", {"connection_string": "UseDevelopmentStorage=true"}).config
         {'use_emulator': 'true'}
     """
-    scheme, authority, path = _split(url, AZURE_SCHEMES)
+    scheme, authority, path = _split(url, "azure")
     container, at, host = authority.partition("@")
     config: dict[str, str] = {}
     client = _client_options()
@@ -271,18 +271,18 @@ def _url_account(url: str, host: str, config: dict[str, str]) -> None:
         config["endpoint"] = f"https://{account}.blob.{cloud}"
 
 
-def _split(url: str, schemes: frozenset[str]) -> tuple[str, str, str]:
-    """``(scheme, authority, key)`` of ``url``, as written: catalog URLs hold keys unquoted (see
-    :mod:`uc_jupyter.storage.locations`), so ``%2E`` here is a key's own text, never decoded again."""
+def _split(url: str, family: Family) -> tuple[str, str, str]:
+    """``(scheme, authority, key)`` of ``url``, a URL of ``family``, as written: catalog URLs hold keys
+    unquoted (see :mod:`uc_jupyter.storage.locations`), so ``%2E`` here is a key's own text, never
+    decoded again."""
     parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in schemes or not parts.netloc or parts.query or parts.fragment:
-        raise ValueError(f"invalid storage URL {url!r}: give {sorted(schemes)[0]}://<name>/<path>")
-    return scheme, parts.netloc, parts.path
+    if family_of(url) != family or not parts.netloc or parts.query or parts.fragment:
+        raise ValueError(f"invalid storage URL {url!r}: give {_SHOWN[family]}://<name>/<path>")
+    return parts.scheme.lower(), parts.netloc, parts.path
 
 
-def _bucket_and_prefix(url: str, schemes: frozenset[str], valid: re.Pattern[str], what: str) -> tuple[str, str]:
-    _, bucket, key = _split(url, schemes)
+def _bucket_and_prefix(url: str, family: Family, valid: re.Pattern[str], what: str) -> tuple[str, str]:
+    _, bucket, key = _split(url, family)
     if not valid.fullmatch(bucket):
         raise ValueError(f"{url}: {bucket!r} is not a valid {what} name")
     return bucket, _prefix(url, key)

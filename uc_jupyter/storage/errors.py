@@ -5,7 +5,8 @@ store's XML answer, followed by a multi-line debug dump. :func:`as_os_error` kee
 reads the status and the S3 error code, and gives an ``OSError`` of the matching kind: 404
 ``FileNotFoundError``, 401/403 ``PermissionError``, other answers :class:`StorageResponseError`
 (``status``, ``code``: 5xx, 429 and SlowDown are retried), connection faults ``ConnectionError``
-and timeouts ``TimeoutError`` (retried).
+and timeouts ``TimeoutError`` (retried). A key a multi-object delete refused (its answer is 200 and
+lists the key with ``AccessDenied``) is a ``PermissionError`` too.
 
 Example:
     >>> from obstore.exceptions import GenericError
@@ -25,6 +26,10 @@ __all__ = ["StorageResponseError", "VolumeReadError", "as_os_error", "first_line
 _STATUS = re.compile(r"status code: (\d{3})")
 _CODE = re.compile(r"<Code>([^<]{1,100})</Code>")
 _MESSAGE = re.compile(r"<Message>([^<]{0,300})</Message>")
+# A multi-object delete answers 200 and lists each key it refused: object_store reports the first as
+# "DeleteObjects request failed for key K: Access Denied (code: AccessDenied)".
+_KEY_CODE = re.compile(r"failed for key .{0,1100}\(code: ([A-Za-z]{1,60})\)")
+_KEY_REFUSED = ("AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch")
 # Words of reqwest/hyper for a request that never got an answer.
 _CONNECTION = ("error sending request", "connection reset", "connection closed", "broken pipe", "connection refused")
 _TIMEOUT = ("timed out", "timeout", "deadline has elapsed")
@@ -69,10 +74,16 @@ def as_os_error(exc: Exception) -> Exception:
     code = code_found.group(1) if code_found else ""
     message_found = _MESSAGE.search(text)
     message = message_found.group(1).strip().split("\n")[0].strip() if message_found else ""
-    shown = f"{status} {code}: {message}".strip(": ") if status else first_line(exc)
+    said = " ".join(part for part in (str(status), code) if part) + (f": {message}" if message else "")
+    shown = said if status else first_line(exc)
     if status == 404:
         return FileNotFoundError(shown)
-    if status in (401, 403) or name in ("PermissionDeniedError", "UnauthenticatedError"):
+    key_code = _KEY_CODE.search(first_line(exc))
+    if (
+        status in (401, 403)
+        or name in ("PermissionDeniedError", "UnauthenticatedError")
+        or (key_code is not None and key_code.group(1) in _KEY_REFUSED)
+    ):
         return PermissionError(f"{shown}{_REFUSED}")
     if status is not None:
         return StorageResponseError(status, code or f"HTTP{status}", shown)

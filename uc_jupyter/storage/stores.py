@@ -4,7 +4,9 @@ Reads (:func:`uc_jupyter.storage.reads.open_storage`) and writes
 (:func:`uc_jupyter.storage.writes.open_writes`) both ask :func:`store_args` here, so a URL is served by
 the same store, with the same options, whichever way its bytes go. A scheme family is one function
 from ``(url, options)`` to :class:`~uc_jupyter.storage.config.StoreArgs` and one :func:`register_store`
-line; a scheme not registered is read through fsspec.
+line naming the family; which spellings of a scheme belong to a family is
+:func:`~uc_jupyter.storage.locations.family_of`'s to say, once. A family not registered is read
+through fsspec.
 
 Example:
     >>> store_args("s3://lake/images", {"anon": True}, env={}).bucket
@@ -15,36 +17,32 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from uc_jupyter.storage import cloud
 from uc_jupyter.storage.config import StoreArgs, Unsupported, s3_store_args
+from uc_jupyter.storage.locations import Family, family_of
 
 __all__ = ["is_object_store", "register_store", "store_args"]
 
 StoreMaker = Callable[[str, Mapping[str, Any] | None, Mapping[str, str] | None], StoreArgs]
-_STORES: dict[str, StoreMaker] = {}
+_STORES: dict[Family, StoreMaker] = {}
 
 
-def register_store(schemes: Iterable[str], make: StoreMaker) -> None:
-    """Serve URLs of ``schemes`` (lower case, without ``://``) through object_store with ``make``."""
-    for scheme in schemes:
-        _STORES[scheme] = make
+def register_store(family: Family, make: StoreMaker) -> None:
+    """Serve URLs of ``family`` (every spelling of its scheme) through object_store with ``make``."""
+    _STORES[family] = make
 
 
-register_store(("s3", "s3a"), s3_store_args)
-register_store(("gs", "gcs"), lambda url, options, env: cloud.gcs_store_args(url, options))
-register_store(("az", "azure", "abfs", "abfss"), lambda url, options, env: cloud.azure_store_args(url, options))
-
-
-def _scheme(url: str) -> str:
-    return url.partition("://")[0].lower()
+register_store("s3", s3_store_args)
+register_store("gcs", lambda url, options, env: cloud.gcs_store_args(url, options))
+register_store("azure", lambda url, options, env: cloud.azure_store_args(url, options))
 
 
 def is_object_store(url: str) -> bool:
     """Whether an object_store client serves ``url`` (else fsspec does, or the local backend)."""
-    return _scheme(url) in _STORES
+    return "://" in url and family_of(url) in _STORES
 
 
 def store_args(url: str, options: Mapping[str, Any] | None, env: Mapping[str, str] | None = None) -> StoreArgs:
@@ -54,7 +52,7 @@ def store_args(url: str, options: Mapping[str, Any] | None, env: Mapping[str, st
     Raises:
         Unsupported: an option object_store cannot honour (named), or a scheme it does not serve.
     """
-    make = _STORES.get(_scheme(url))
+    make = _STORES.get(family_of(url)) if "://" in url else None
     if make is None:
-        raise Unsupported(f"{_scheme(url)}:// is not an object_store scheme")
+        raise Unsupported(f"{url.partition('://')[0].lower()}:// is not an object_store scheme")
     return make(url, options, env)
