@@ -7,7 +7,7 @@ Cases (each timed per call, rounds alternated so a busy spell of the machine wei
 SELECT on one table, the one she gets), ``list_tables`` of the schema as each, and the construction of
 a ``UCVolumeDataset`` over a volume of 1,000 files as alice (READ VOLUME; over REST that is a get, a
 vend and the listing). Columns: the embedded catalog (per-object visibility), the old full scan
-(:func:`uc_jupyter.catalog.privileges.visible` over every securable on each call), REST, and REST's
+(:func:`uc_jupyter.catalog.rules.privileges.visible` over every securable on each call), REST, and REST's
 ratio to embedded; a raw keep-alive ``http.client`` GET of the same table shows the transport's own
 floor. Targets (issue 15): a call under 5 ms on 127.0.0.1, a listing of 10,000 under 1 s.
 
@@ -37,11 +37,11 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from uc_jupyter.catalog import Catalog, as_principal
-from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.names import SecurableName
-from uc_jupyter.catalog.privileges import SecurableKind
-from uc_jupyter.catalog.rest import RestCatalog
-from uc_jupyter.catalog.tokens import TokenStore
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.catalog.embedded.tokens import TokenStore
+from uc_jupyter.catalog.rest.client import RestCatalog
+from uc_jupyter.catalog.rules.names import SecurableName
+from uc_jupyter.catalog.rules.privileges import SecurableKind
 from uc_jupyter.data.volume.dataset import UCVolumeDataset
 from uc_jupyter.testing.served import serve_process
 

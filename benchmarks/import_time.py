@@ -15,7 +15,7 @@ RUNS = 7
 CASES = {
     "bare interpreter": "pass",
     "import uc_jupyter (+catalog, cli, demo)": (
-        "import uc_jupyter, uc_jupyter.catalog.local, uc_jupyter.cli, uc_jupyter.demo"
+        "import uc_jupyter, uc_jupyter.catalog.embedded.local, uc_jupyter.cli, uc_jupyter.demo"
     ),
     "import pandas + pyarrow (kept lazy)": "import pandas, pyarrow",
     "import torch (kept lazy)": "import torch",

@@ -352,7 +352,7 @@ class Env:
 @contextlib.contextmanager
 def bench_env(args: argparse.Namespace) -> Iterator[Env]:
     """Files, server and catalog in a temporary folder; everything is removed on the way out."""
-    from uc_jupyter.catalog.local import LocalCatalog
+    from uc_jupyter.catalog.embedded.local import LocalCatalog
     from uc_jupyter.testing.catalogs import external_location
     from uc_jupyter.testing.s3_server import S3TestServer
     from uc_jupyter.testing.small_files import write_small_files

@@ -3,7 +3,7 @@ need Spark share one real local Spark Connect server per session, reached like a
 
 Both catalog backends: the ``catalog`` fixture (and ``home_catalog``, the same home's catalog with
 nothing in it) is the embedded catalog, or, in a test marked ``both_backends`` (a module's
-``pytestmark``, or one test), also a :class:`~uc_jupyter.catalog.rest.RestCatalog` talking to an
+``pytestmark``, or one test), also a :class:`~uc_jupyter.catalog.rest.client.RestCatalog` talking to an
 in-process ``uc-jupyter serve`` of the test's own home. Such a test runs twice, ``[local]`` and
 ``[rest]``; on ``rest`` the process's ``get_catalog()`` is that same RestCatalog (UC_JUPYTER_CATALOG_URL
 and UC_JUPYTER_TOKEN are set), and ``as_principal(p)`` calls it with a token of ``p``, made when first
@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 
 from uc_jupyter.catalog import Catalog, get_catalog
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.distributed.pool import RankPool
 from uc_jupyter.processes import free_port
 from uc_jupyter.tables.spark import LocalServer, local_server, stop_local_server
@@ -226,7 +226,7 @@ def home_catalog(isolated_home: Path, backend: str, monkeypatch: pytest.MonkeyPa
         assert isinstance(cat, LocalCatalog)
         yield cat
         return
-    from uc_jupyter.catalog.rest import RestCatalog
+    from uc_jupyter.catalog.rest.client import RestCatalog
     from uc_jupyter.testing.served import serving
 
     server = contextlib.ExitStack()

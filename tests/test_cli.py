@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from uc_jupyter.catalog import Unauthenticated
-from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.tokens import TokenStore
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.catalog.embedded.tokens import TokenStore
 from uc_jupyter.cli import build_parser, main
 
 Result = tuple[int, str, str]  # exit code, stdout, stderr

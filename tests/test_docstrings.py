@@ -9,25 +9,16 @@ import pytest
 
 import uc_jupyter.ucserver as ucserver
 from uc_jupyter import errors, lazy, options, processes, progress
-from uc_jupyter.catalog import (
-    _rows,
-    delta_files,
-    entry_locks,
-    http,
-    local,
-    metastore,
-    names,
-    pending,
-    privileges,
-    reserved,
-    rest_names,
-    secrets,
-    tokens,
-    vended,
-    wire,
-    wire_errors,
-    wire_read,
-)
+from uc_jupyter.catalog import delta_files, volume_paths
+from uc_jupyter.catalog import model as catalog_model
+from uc_jupyter.catalog.embedded import entry_locks, local, metastore, pending, secrets, tokens
+from uc_jupyter.catalog.embedded import rows as _rows
+from uc_jupyter.catalog.rest import http, vended
+from uc_jupyter.catalog.rest import names as rest_names
+from uc_jupyter.catalog.rules import names, privileges, reserved
+from uc_jupyter.catalog.wire import errors as wire_errors
+from uc_jupyter.catalog.wire import read as wire_read
+from uc_jupyter.catalog.wire import shapes as wire
 from uc_jupyter.checkpoint import layout as checkpoint_layout
 from uc_jupyter.checkpoint import rng
 from uc_jupyter.data.stream import partition, position, renewal, resume
@@ -39,7 +30,8 @@ from uc_jupyter.distributed import accelerators, board, checks, outcome, payload
 from uc_jupyter.distributed import errors as rank_errors
 from uc_jupyter.distributed.launch import ray_cluster
 from uc_jupyter.jupyter import args
-from uc_jupyter.storage import downloads, export_manifest, keys, locations, retry, stores, writes
+from uc_jupyter.storage import cloud, downloads, export_manifest, keys, locations, retry, stores, writes
+from uc_jupyter.storage import errors as storage_errors
 from uc_jupyter.storage import urls as storage
 from uc_jupyter.tables import spark_server, spark_watchdog
 from uc_jupyter.telemetry import collector, model, producer, reporter, uplink, watch
@@ -66,7 +58,7 @@ from uc_jupyter.widgets import charts, view
         *(pace, remote, wanted, waits, clocks, scripts),
         *(accelerators, status, ray_cluster, checks, outcome),
         *(resume, position, renewal, rng, checkpoint_layout, writes, s3_answers, export_manifest),
-        *(keys, retry, stores, watch, downloads),
+        *(keys, retry, stores, watch, downloads, catalog_model, volume_paths, cloud, storage_errors),
     ],
     ids=lambda m: m.__name__,
 )

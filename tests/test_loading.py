@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.data import DataLoader, UCTableDataset, UCVolumeDataset
 from uc_jupyter.data.volume.decode import DecodeError
 from uc_jupyter.loading import load

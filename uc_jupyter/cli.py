@@ -46,7 +46,7 @@ from uc_jupyter.catalog import (
     VolumeInfo,
     get_catalog,
 )
-from uc_jupyter.catalog.names import parse_name
+from uc_jupyter.catalog.rules.names import parse_name
 from uc_jupyter.cli_tokens import COMMANDS as TOKEN_COMMANDS
 from uc_jupyter.cli_tokens import run as run_token_command
 from uc_jupyter.ucserver import serve as ucserve

@@ -4,7 +4,7 @@
 ``TOKEN=$(uc-jupyter token create alice | tail -1)`` works); ``--json`` prints
 ``{"id", "token", "principal", "expires_at"}``. The token is never shown again: ``list`` prints ids,
 principals, creation and expiry times, and ``expired`` where it applies; ``revoke`` takes an id.
-The commands run on the embedded catalog of ``$UC_JUPYTER_HOME`` (:mod:`uc_jupyter.catalog.tokens`).
+The commands run on the embedded catalog of ``$UC_JUPYTER_HOME`` (:mod:`uc_jupyter.catalog.embedded.tokens`).
 
 The parser and the handlers live here, apart from :mod:`uc_jupyter.cli`, which adds :data:`COMMANDS`
 under ``token`` and prints what :func:`run` returns; this module does not import it.
@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from uc_jupyter.catalog import Catalog
-from uc_jupyter.catalog.tokens import TokenInfo, TokenStore
+from uc_jupyter.catalog.embedded.tokens import TokenInfo, TokenStore
 
 __all__ = ["COMMANDS", "run"]
 
@@ -64,7 +64,7 @@ COMMANDS: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None]], ...]
 
 def run(cat: Catalog, args: argparse.Namespace) -> tuple[list[str], Any]:
     """Run ``token <args.action>``; returns the lines to print and the ``--json`` document."""
-    from uc_jupyter.catalog.local import LocalCatalog
+    from uc_jupyter.catalog.embedded.local import LocalCatalog
 
     if not isinstance(cat, LocalCatalog):
         raise ValueError("token commands manage the embedded catalog's tokens: run them on the server's home")

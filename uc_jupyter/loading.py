@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from uc_jupyter import options as opt
 from uc_jupyter.catalog import get_catalog
-from uc_jupyter.catalog.names import parse_name
+from uc_jupyter.catalog.rules.names import parse_name
 from uc_jupyter.notices import notice
 
 if TYPE_CHECKING:

@@ -108,7 +108,7 @@ def long_file(i: int) -> str:
 def make_long_volume(lab: Lab) -> str:
     """main.ml.<LONG_VOLUME> with LONG_FILES small files with long names, made through the catalog."""
     from uc_jupyter.catalog import as_principal
-    from uc_jupyter.catalog.local import LocalCatalog
+    from uc_jupyter.catalog.embedded.local import LocalCatalog
 
     with as_principal("admin"):
         catalog = LocalCatalog(lab.home)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from uc_jupyter.catalog import NotFound, PermissionDenied, as_principal
-from uc_jupyter.catalog.grants import GrantChange
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.grants import GrantChange
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 
 from uc_jupyter.catalog import NotFound, SecurableKind
-from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.wire import catalog_json, object_id, schema_json, table_json, volume_json
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.catalog.wire.shapes import catalog_json, object_id, schema_json, table_json, volume_json
 from uc_jupyter.testing.catalogs import external_location
 
 

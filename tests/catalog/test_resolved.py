@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.testing.catalogs import external_location
 
 

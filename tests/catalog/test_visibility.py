@@ -1,5 +1,5 @@
 """What each principal may see through the embedded catalog, checked against the pure model's
-:func:`uc_jupyter.catalog.privileges.visible` over the whole tree (the rule the catalog's per-object
+:func:`uc_jupyter.catalog.rules.privileges.visible` over the whole tree (the rule the catalog's per-object
 checks must agree with), for random grants on one real metastore."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from uc_jupyter.catalog import NotFound, PermissionDenied, as_principal
-from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.names import SecurableName, parse_name
-from uc_jupyter.catalog.privileges import (
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.catalog.rules.names import SecurableName, parse_name
+from uc_jupyter.catalog.rules.privileges import (
     GRANTABLE,
     AccessFacts,
     Action,

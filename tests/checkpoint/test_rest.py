@@ -12,7 +12,7 @@ import torch.distributed.checkpoint as dcp
 
 from tests.checkpoint.conftest import assert_bit_equal, every_kind, zeros_like
 from uc_jupyter.catalog import as_principal
-from uc_jupyter.catalog.rest import RestCatalog
+from uc_jupyter.catalog.rest.client import RestCatalog
 from uc_jupyter.checkpoint import UCVolumeReader, UCVolumeWriter, latest
 from uc_jupyter.errors import UcJupyterWarning
 from uc_jupyter.testing.moto_iam import MotoIam, moto_iam

@@ -11,7 +11,7 @@ import cloudpickle
 import numpy as np
 import pytest
 
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.distributed import PayloadError, distributed
 from uc_jupyter.distributed.shared import current_shared_pool
 from uc_jupyter.testing.ray_cluster import RayTestCluster

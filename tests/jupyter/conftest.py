@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 
 
 @pytest.fixture

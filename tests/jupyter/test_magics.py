@@ -15,7 +15,7 @@ from IPython.core.completer import provisionalcompleter
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.data import DataLoader, UCTableDataset, UCVolumeDataset
 from uc_jupyter.distributed import RankError
 from uc_jupyter.distributed.shared import current_shared_pool

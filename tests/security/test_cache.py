@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.data import FileCache, UCVolumeDataset
 from uc_jupyter.data.cache import CachedFile, Ticket
 from uc_jupyter.storage.errors import VolumeReadError

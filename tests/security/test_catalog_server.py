@@ -33,8 +33,8 @@ from deltalake import write_deltalake
 
 from tests.ucserver.conftest import ADMIN, API, Answer, Client, Served, start_server
 from uc_jupyter.catalog import NotFound, as_principal
-from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.names import quote_part
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.catalog.rules.names import quote_part
 from uc_jupyter.testing.catalogs import external_location
 from uc_jupyter.ucserver.app import build_app
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.data import UCVolumeDataset
 from uc_jupyter.storage.errors import VolumeReadError
 from uc_jupyter.storage.filesystem import FsspecStorage

@@ -15,7 +15,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 
 from uc_jupyter.catalog import InvalidName
-from uc_jupyter.catalog.local import EscapesVolume, LocalCatalog
+from uc_jupyter.catalog.embedded.local import EscapesVolume, LocalCatalog
 from uc_jupyter.checkpoint import UCVolumeReader, UCVolumeWriter, latest
 
 pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pytest
 
 from uc_jupyter.catalog import AlreadyExists, CatalogError, NotFound
-from uc_jupyter.catalog.entry_locks import EntryLocks
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.entry_locks import EntryLocks
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.tables.delta import read_arrow
 from uc_jupyter.testing.waits import wait_until
 
@@ -94,7 +94,7 @@ def test_a_drop_waits_for_an_append_under_way_and_the_append_never_lands_in_a_dr
         [
             sys.executable,
             "-c",
-            "import sys; from uc_jupyter.catalog.entry_locks import EntryLocks\n"
+            "import sys; from uc_jupyter.catalog.embedded.entry_locks import EntryLocks\n"
             f"with EntryLocks({str(isolated_home)!r}).hold(['main.ml.t'], what='t'):\n"
             "    print('held', flush=True); sys.stdin.readline()",
         ],
@@ -155,7 +155,7 @@ def test_storage_of_a_process_killed_during_a_create_is_swept(isolated_home: Pat
         [
             sys.executable,
             "-c",
-            "import pyarrow as pa; from uc_jupyter.catalog.local import LocalCatalog\n"
+            "import pyarrow as pa; from uc_jupyter.catalog.embedded.local import LocalCatalog\n"
             f"cat = LocalCatalog({str(isolated_home)!r})\n"
             "cat.create_table('main.ml.big', pa.table({'x': list(range(30_000_000))}))",
         ],

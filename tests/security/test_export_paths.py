@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from uc_jupyter.catalog.local import EscapesVolume, LocalCatalog
+from uc_jupyter.catalog.embedded.local import EscapesVolume, LocalCatalog
 from uc_jupyter.data import UCVolumeDataset
 from uc_jupyter.data.volume.committed import ExportIncomplete
 from uc_jupyter.storage.export_manifest import MANIFEST, ExportFile, Manifest, ManifestError, new_export_id

@@ -42,8 +42,8 @@ from hypothesis import strategies as st
 from IPython.core.interactiveshell import InteractiveShell
 
 from uc_jupyter.catalog import InvalidName, NotFound, PermissionDenied, as_principal
-from uc_jupyter.catalog.external import ReservedStorage
-from uc_jupyter.catalog.local import EscapesVolume, LocalCatalog
+from uc_jupyter.catalog.embedded.external import ReservedStorage
+from uc_jupyter.catalog.embedded.local import EscapesVolume, LocalCatalog
 from uc_jupyter.data import UCVolumeDataset, decode_image
 from uc_jupyter.data.volume.decode import DecodeError
 from uc_jupyter.jupyter.args import parse

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from IPython.core.interactiveshell import InteractiveShell
 
 from uc_jupyter.catalog import PermissionDenied, as_principal, current_principal
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.distributed import RankDied, RankError, RankPool, distributed
 from uc_jupyter.distributed.board import publish, read_boards
 from uc_jupyter.distributed.shared import shutdown_shared_pool

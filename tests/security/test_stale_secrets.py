@@ -23,15 +23,15 @@ import pyarrow as pa
 import pytest
 
 from uc_jupyter.catalog import NotFound, PermissionDenied
-from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.secrets import SecretStore
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.catalog.embedded.secrets import SecretStore
 from uc_jupyter.testing.waits import wait_until
 
 OLD = {"key": "AKIA-OLD-OWNER", "secret": "old-owners-secret"}
 # A second process: opens the catalog, says so, waits for a line, then runs argv[2] (with ``cat``).
 _CHILD = """
 import sys
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 cat = LocalCatalog(sys.argv[1])
 print("open", flush=True)
 sys.stdin.readline()

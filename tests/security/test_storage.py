@@ -30,7 +30,7 @@ from uc_jupyter.catalog import (
     PermissionDenied,
     as_principal,
 )
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.storage.locations import InvalidLocation
 from uc_jupyter.tables.delta import read_arrow
 from uc_jupyter.testing.catalogs import external_location

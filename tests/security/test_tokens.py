@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from uc_jupyter.catalog import PermissionDenied, Unauthenticated, as_principal
-from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.tokens import TokenStore
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.catalog.embedded.tokens import TokenStore
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 URLSAFE = string.ascii_letters + string.digits + "-_"

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from tests.ucserver.conftest import ADMIN, Client, Served, start_server
 from uc_jupyter.catalog import as_principal
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.ucserver.app import build_app
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE")

@@ -19,7 +19,7 @@ import pytest
 
 from tests.ucserver.conftest import Client
 from uc_jupyter.catalog import NotFound, PermissionDenied, as_principal
-from uc_jupyter.catalog.rest import RestCatalog
+from uc_jupyter.catalog.rest.client import RestCatalog
 from uc_jupyter.testing.moto_iam import MotoIam, moto_iam
 from uc_jupyter.testing.served import ADMIN, Served, serving
 

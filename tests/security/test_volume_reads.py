@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from uc_jupyter.catalog import InvalidName
-from uc_jupyter.catalog.local import EscapesVolume, LocalCatalog
+from uc_jupyter.catalog.embedded.local import EscapesVolume, LocalCatalog
 from uc_jupyter.data import DataLoader, UCTableDataset, UCVolumeDataset, decode_bytes, labelled_folder, map_paths
 from uc_jupyter.loading import load
 from uc_jupyter.storage.errors import VolumeReadError

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from uc_jupyter.catalog import as_principal
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.demo import init_demo
 from uc_jupyter.processes import free_port
 from uc_jupyter.testing.waits import wait_until

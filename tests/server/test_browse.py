@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from uc_jupyter.catalog import CatalogError, InvalidName, NotFound, PermissionDenied
-from uc_jupyter.catalog.local import EscapesVolume, LocalCatalog
+from uc_jupyter.catalog.embedded.local import EscapesVolume, LocalCatalog
 from uc_jupyter.server import browse, handlers
 from uc_jupyter.server.browse import (
     BadRequest,

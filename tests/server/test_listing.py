@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from uc_jupyter.catalog import InvalidName, NotFound, PermissionDenied
-from uc_jupyter.catalog.local import EscapesVolume, LocalCatalog
+from uc_jupyter.catalog.embedded.local import EscapesVolume, LocalCatalog
 from uc_jupyter.server import listing
 from uc_jupyter.server.browse import status_of
 from uc_jupyter.server.listing import (

@@ -13,7 +13,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from uc_jupyter.catalog import Catalog, NotFound, PermissionDenied
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.demo import init_demo
 from uc_jupyter.jupyter.magics import LOAD_OPTIONS
 from uc_jupyter.server import load_lines

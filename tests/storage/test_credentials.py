@@ -322,7 +322,7 @@ def test_futures_of_one_batch_all_end(moto: MotoIam, tmp_path: Path) -> None:
 
 
 def test_a_dataset_over_wrong_keys_fails_at_once_in_one_line(moto: MotoIam, tmp_path: Path) -> None:
-    from uc_jupyter.catalog.local import LocalCatalog
+    from uc_jupyter.catalog.embedded.local import LocalCatalog
     from uc_jupyter.data import UCVolumeDataset
     from uc_jupyter.testing.catalogs import external_location
 

@@ -80,7 +80,7 @@ DATASET = textwrap.dedent(
     import json, sys
     from pathlib import Path
     import torch.utils.data
-    from uc_jupyter.catalog.local import LocalCatalog
+    from uc_jupyter.catalog.embedded.local import LocalCatalog
     from uc_jupyter.data import UCVolumeDataset
     from uc_jupyter.storage import objects
     from uc_jupyter.testing.catalogs import external_location

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.data.volume.listing import RemoteFile
 from uc_jupyter.storage.downloads import Job
 from uc_jupyter.storage.errors import VolumeReadError

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from uc_jupyter.catalog import NotFound
-from uc_jupyter.catalog.local import EscapesVolume, LocalCatalog
+from uc_jupyter.catalog.embedded.local import EscapesVolume, LocalCatalog
 from uc_jupyter.storage.errors import VolumeReadError
 from uc_jupyter.storage.local_volume import LocalVolume
 

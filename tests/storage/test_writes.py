@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from uc_jupyter.catalog.local import EscapesVolume
+from uc_jupyter.catalog.embedded.local import EscapesVolume
 from uc_jupyter.storage.keys import checked_key
 from uc_jupyter.storage.writes import VolumeWrites, open_writes
 from uc_jupyter.testing.moto_iam import MotoIam, moto_iam

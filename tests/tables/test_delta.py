@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from uc_jupyter.catalog import CatalogError, NotFound
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.data import UCTableDataset
 from uc_jupyter.storage.delta_snapshot import SnapshotMissing
 from uc_jupyter.tables.delta import open_delta, read_arrow
@@ -56,7 +56,7 @@ def test_the_catalogs_schema_probe_says_the_openers_line(catalog: LocalCatalog, 
     """delta_columns (behind create_table over existing files) raises the catalog's NotFound and
     CatalogError with the opener's line."""
     from uc_jupyter.catalog.delta_files import delta_columns
-    from uc_jupyter.catalog.names import parse_name
+    from uc_jupyter.catalog.rules.names import parse_name
 
     name = parse_name("main.ml.t")
     with pytest.raises(NotFound, match=f"^table main.ml.t: no Delta table at {tmp_path / 'none'}$"):

@@ -17,7 +17,7 @@ from deltalake import DeltaTable, WriterProperties, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.tables import get_spark, table
 from uc_jupyter.tables.delta_source import DeltaSource
 from uc_jupyter.testing.catalogs import external_location

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from uc_jupyter.catalog import AlreadyExists, PermissionDenied
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.storage.export_manifest import (
     MANIFEST,
     STALE_AFTER_S,

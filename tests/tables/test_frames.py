@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from uc_jupyter.catalog import NotFound, PermissionDenied
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.tables import get_spark, table, to_numpy, to_pandas
 from uc_jupyter.tables.spark import SparkUnavailable, local_server
 from uc_jupyter.testing.deletion_vectors import delete_with_deletion_vector

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.tables.spark import get_spark, running_server, stop_local_server
 from uc_jupyter.testing.kernels import kernel_env, running_kernel
 

@@ -21,8 +21,8 @@ from urllib.parse import urlencode, urlsplit
 import pytest
 
 from uc_jupyter.catalog import NotFound, as_principal
-from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.tokens import TokenStore
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.catalog.embedded.tokens import TokenStore
 from uc_jupyter.testing.served import serve_process
 
 API = "/api/2.1/unity-catalog"

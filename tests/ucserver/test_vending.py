@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 from tests.ucserver.conftest import ADMIN, Served, start_server
 from tests.ucserver.test_catalogs import ok, refused
 from uc_jupyter.catalog import as_principal
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.storage.locations import canonical_location
 from uc_jupyter.testing.moto_iam import MotoIam, moto_iam
 from uc_jupyter.testing.served import serving

@@ -22,8 +22,7 @@ import pytest
 
 from tests.ucserver.conftest import ADMIN, Answer, Client, Served
 from tests.ucserver.test_catalogs import ok, refused
-from uc_jupyter.catalog import AlreadyExists, PermissionDenied, as_principal
-from uc_jupyter.catalog.external import NoExternalLocation
+from uc_jupyter.catalog import AlreadyExists, NoExternalLocation, PermissionDenied, as_principal
 from uc_jupyter.storage import urls as st
 
 BUCKET = "atk-lake"

@@ -16,7 +16,7 @@ import torch
 from IPython.core.interactiveshell import InteractiveShell
 from PIL import Image
 
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.data import DataLoader, FileCache, UCVolumeDataset
 from uc_jupyter.telemetry.model import Snapshot
 from uc_jupyter.testing.clocks import ManualClock

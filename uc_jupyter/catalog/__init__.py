@@ -1,7 +1,7 @@
 """The catalog interface: every table and volume file is reached through one of these.
 
 ``get_catalog()`` returns the configured catalog: the embedded :class:`LocalCatalog` under
-``$UC_JUPYTER_HOME``, or :class:`~uc_jupyter.catalog.rest.RestCatalog` for a Unity Catalog server
+``$UC_JUPYTER_HOME``, or :class:`~uc_jupyter.catalog.rest.client.RestCatalog` for a Unity Catalog server
 (``UC_JUPYTER_CATALOG_URL`` + ``UC_JUPYTER_TOKEN``, or ``DATABRICKS_HOST`` + ``DATABRICKS_TOKEN``); both
 implement the :class:`Catalog` protocol. Every call is checked against the current principal's grants.
 
@@ -16,24 +16,38 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
-import functools
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from uc_jupyter.catalog.names import InvalidName, SecurableName, VolumePath, parse_volume_path
-from uc_jupyter.catalog.privileges import Privilege, SecurableKind
-from uc_jupyter.errors import CatalogError, EscapesVolume, NotFound
-
-if TYPE_CHECKING:
-    import fsspec
-    import pandas as pd
-    import pyarrow as pa
+from uc_jupyter.catalog.model import (
+    AlreadyExists,
+    Catalog,
+    CatalogError,
+    CatalogInfo,
+    ColumnInfo,
+    CredentialInfo,
+    EscapesVolume,
+    ExternalLocationInfo,
+    GrantInfo,
+    InvalidName,
+    NoExternalLocation,
+    NotEmpty,
+    NotFound,
+    PermissionDenied,
+    PrincipalInfo,
+    Privilege,
+    ResolvedStoragePath,
+    ResolvedTable,
+    ResolvedVolumePath,
+    SchemaInfo,
+    SecurableKind,
+    StagingTableInfo,
+    TableInfo,
+    Unauthenticated,
+    VolumeInfo,
+    as_principal,
+    current_principal,
+)
 
 __all__ = [
     "AlreadyExists",
@@ -46,6 +60,8 @@ __all__ = [
     "ExternalLocationInfo",
     "GrantInfo",
     "InvalidName",
+    "NoExternalLocation",
+    "NotEmpty",
     "NotFound",
     "PermissionDenied",
     "PrincipalInfo",
@@ -64,387 +80,6 @@ __all__ = [
     "get_catalog",
 ]
 
-WriteMode = Literal["error", "overwrite", "append"]
-
-
-class AlreadyExists(CatalogError):
-    """An object of that name exists already."""
-
-
-class PermissionDenied(CatalogError, PermissionError):
-    """The principal lacks a privilege. Message: ``alice lacks USE SCHEMA on main.ml``."""
-
-    def __init__(self, principal: str, privilege: str, securable: str) -> None:
-        super().__init__(f"{principal} lacks {privilege} on {securable}")
-        self.principal = principal
-        self.privilege = privilege
-        self.securable = securable
-
-    def __reduce__(self) -> tuple[Any, ...]:  # keep the fields when crossing a process boundary
-        return (type(self), (self.principal, self.privilege, self.securable))
-
-
-class Unauthenticated(CatalogError):
-    """A token was refused: unknown, malformed, expired, revoked or its principal dropped (HTTP 401,
-    ``UNAUTHENTICATED``). The message is the same for each, so a caller cannot tell which."""
-
-    MESSAGE = (
-        "token refused (unknown, malformed, expired or revoked); "
-        "ask a metastore admin for a new one: uc-jupyter token create PRINCIPAL"
-    )
-
-    def __init__(self, message: str = MESSAGE) -> None:
-        super().__init__(message)
-
-
-@dataclass(frozen=True)
-class CatalogInfo:
-    name: str
-    owner: str
-    created_at: datetime
-    comment: str | None = None
-    # Stored by the catalog that made the object; None where a catalog does not keep them. Never compared:
-    # two descriptions of one object are equal whichever catalog gave them.
-    id: str | None = field(default=None, compare=False)
-    created_by: str | None = field(default=None, compare=False)
-    updated_at: datetime | None = field(default=None, compare=False)
-    updated_by: str | None = field(default=None, compare=False)
-
-    @property
-    def full_name(self) -> str:
-        return self.name
-
-
-@dataclass(frozen=True)
-class SchemaInfo:
-    catalog_name: str
-    name: str
-    owner: str
-    created_at: datetime
-    comment: str | None = None
-    # Stored by the catalog that made the object; None where a catalog does not keep them. Never compared:
-    # two descriptions of one object are equal whichever catalog gave them.
-    id: str | None = field(default=None, compare=False)
-    created_by: str | None = field(default=None, compare=False)
-    updated_at: datetime | None = field(default=None, compare=False)
-    updated_by: str | None = field(default=None, compare=False)
-
-    @property
-    def full_name(self) -> str:
-        return str(SecurableName((self.catalog_name, self.name)))
-
-
-@dataclass(frozen=True)
-class ColumnInfo:
-    name: str
-    type_text: str
-    nullable: bool = True
-
-
-@dataclass(frozen=True)
-class TableInfo:
-    catalog_name: str
-    schema_name: str
-    name: str
-    owner: str
-    table_type: Literal["MANAGED", "EXTERNAL"]
-    storage_location: str
-    columns: tuple[ColumnInfo, ...]
-    created_at: datetime
-    data_source_format: str = "DELTA"
-    comment: str | None = None
-    # Stored by the catalog that made the object; None where a catalog does not keep them. Never compared:
-    # two descriptions of one object are equal whichever catalog gave them.
-    id: str | None = field(default=None, compare=False)
-    created_by: str | None = field(default=None, compare=False)
-    updated_at: datetime | None = field(default=None, compare=False)
-    updated_by: str | None = field(default=None, compare=False)
-
-    @property
-    def full_name(self) -> str:
-        return str(SecurableName((self.catalog_name, self.schema_name, self.name)))
-
-
-@dataclass(frozen=True)
-class StagingTableInfo:
-    """A staging table: where its creator writes a new managed table's Delta files before registering
-    it (:mod:`uc_jupyter.catalog.staging`); ``id`` becomes the table's id."""
-
-    catalog_name: str
-    schema_name: str
-    name: str
-    id: str
-    staging_location: str
-    owner: str
-    created_at: datetime
-    expires_at: datetime
-
-    @property
-    def full_name(self) -> str:
-        return str(SecurableName((self.catalog_name, self.schema_name, self.name)))
-
-
-@dataclass(frozen=True)
-class VolumeInfo:
-    catalog_name: str
-    schema_name: str
-    name: str
-    owner: str
-    volume_type: Literal["MANAGED", "EXTERNAL"]
-    storage_location: str
-    created_at: datetime
-    comment: str | None = None
-    # Stored by the catalog that made the object; None where a catalog does not keep them. Never compared:
-    # two descriptions of one object are equal whichever catalog gave them.
-    id: str | None = field(default=None, compare=False)
-    created_by: str | None = field(default=None, compare=False)
-    updated_at: datetime | None = field(default=None, compare=False)
-    updated_by: str | None = field(default=None, compare=False)
-
-    @property
-    def full_name(self) -> str:
-        return str(SecurableName((self.catalog_name, self.schema_name, self.name)))
-
-    @property
-    def path(self) -> str:
-        """The volume's ``/Volumes/<catalog>/<schema>/<volume>`` path."""
-        return str(VolumePath(SecurableName((self.catalog_name, self.schema_name, self.name))))
-
-
-@dataclass(frozen=True)
-class CredentialInfo:
-    """A storage credential: a named set of storage options (keys, tokens, endpoints) that only the
-    catalog reads. ``option_names`` says which options it holds; their values are never returned."""
-
-    name: str
-    owner: str
-    created_at: datetime
-    option_names: tuple[str, ...] = ()
-    comment: str | None = None
-    # Stored by the catalog that made the object; None where a catalog does not keep them. Never compared:
-    # two descriptions of one object are equal whichever catalog gave them.
-    id: str | None = field(default=None, compare=False)
-    created_by: str | None = field(default=None, compare=False)
-    updated_at: datetime | None = field(default=None, compare=False)
-    updated_by: str | None = field(default=None, compare=False)
-
-    @property
-    def full_name(self) -> str:
-        return self.name
-
-
-@dataclass(frozen=True)
-class ExternalLocationInfo:
-    """An external location: a storage URL prefix bound to a storage credential (None: the process's
-    own environment, e.g. AWS_* variables or local file permissions), inside which external tables and
-    volumes may be created by principals holding CREATE EXTERNAL TABLE / CREATE EXTERNAL VOLUME on it."""
-
-    name: str
-    url: str
-    credential_name: str | None
-    owner: str
-    created_at: datetime
-    comment: str | None = None
-    # Stored by the catalog that made the object; None where a catalog does not keep them. Never compared:
-    # two descriptions of one object are equal whichever catalog gave them.
-    id: str | None = field(default=None, compare=False)
-    created_by: str | None = field(default=None, compare=False)
-    updated_at: datetime | None = field(default=None, compare=False)
-    updated_by: str | None = field(default=None, compare=False)
-
-    @property
-    def full_name(self) -> str:
-        return self.name
-
-
-@dataclass(frozen=True)
-class GrantInfo:
-    securable: str
-    securable_kind: SecurableKind
-    principal: str
-    privilege: Privilege
-
-
-@dataclass(frozen=True)
-class PrincipalInfo:
-    name: str
-    kind: Literal["user", "service_principal"]
-    created_at: datetime
-    admin: bool = False
-
-
-@dataclass(frozen=True)
-class ResolvedVolumePath:
-    """Where a ``/Volumes/...`` path lives: its storage ``url`` and options, and the path on its fsspec
-    filesystem ``fs`` (made on first use: gs:// and Azure volumes are read through object_store, and
-    need no gcsfs or adlfs unless ``fs`` is asked for).
-
-    Example:
-        >>> r = get_catalog().resolve_volume_path("/Volumes/main/ml/images/labels.csv")  # doctest: +SKIP
-        >>> r.fs.open(r.path).read(10)                                                   # doctest: +SKIP
-    """
-
-    volume_path: str
-    volume: VolumeInfo
-    path: str
-    url: str
-    storage_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    # When the storage_options stop working (vended credentials: RestCatalog); None: they do not expire.
-    expires_at: datetime | None = field(default=None, compare=False)
-
-    @functools.cached_property
-    def fs(self) -> fsspec.AbstractFileSystem:
-        """The fsspec filesystem of the volume's storage (ImportError naming the package it needs)."""
-        from uc_jupyter.storage.urls import filesystem
-
-        return filesystem(self.url, self.storage_options)[0]
-
-    @property
-    def relative(self) -> str:
-        """The path below the volume's root (``""`` for the root itself)."""
-        return parse_volume_path(self.volume_path).relative
-
-
-@dataclass(frozen=True)
-class ResolvedStoragePath:
-    """A storage URL inside an external location, after the READ FILES (or WRITE FILES) check.
-
-    Example:
-        >>> r = get_catalog().resolve_storage_path("s3://bucket/raw/2024/a.csv")  # doctest: +SKIP
-        >>> r.fs.open(r.path).read(10)                                            # doctest: +SKIP
-    """
-
-    url: str
-    location: ExternalLocationInfo
-    path: str
-    storage_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    # When the storage_options stop working (vended credentials: RestCatalog); None: they do not expire.
-    expires_at: datetime | None = field(default=None, compare=False)
-
-    @functools.cached_property
-    def fs(self) -> fsspec.AbstractFileSystem:
-        """The fsspec filesystem of the URL, made on first use (ImportError naming the package it needs)."""
-        from uc_jupyter.storage.urls import filesystem
-
-        return filesystem(self.url, self.storage_options)[0]
-
-
-@dataclass(frozen=True)
-class ResolvedTable:
-    """Where a table's Delta files live, after the privilege check; open it with deltalake."""
-
-    table: TableInfo
-    storage_location: str
-    storage_options: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
-    # When the storage_options stop working (vended credentials: RestCatalog); None: they do not expire.
-    expires_at: datetime | None = field(default=None, compare=False)
-
-
-@runtime_checkable
-class Catalog(Protocol):
-    """What every catalog backend offers. Names are strings like ``"main.ml.iris"``."""
-
-    def current_principal(self) -> str: ...
-    def as_principal(self, principal: str) -> contextlib.AbstractContextManager[str]: ...
-
-    def create_catalog(self, name: str, *, comment: str | None = None) -> CatalogInfo: ...
-    def create_schema(self, name: str, *, comment: str | None = None) -> SchemaInfo: ...
-    def create_volume(
-        self,
-        name: str,
-        storage_location: str | None = None,
-        *,
-        storage_options: dict[str, Any] | None = None,
-        comment: str | None = None,
-    ) -> VolumeInfo: ...
-    def create_table(
-        self,
-        name: str,
-        data: pa.Table | pd.DataFrame | None = None,
-        mode: WriteMode = "error",
-        *,
-        storage_location: str | None = None,
-        storage_options: dict[str, Any] | None = None,
-        comment: str | None = None,
-    ) -> TableInfo: ...
-    def create_principal(self, name: str, kind: Literal["user", "service_principal"] = "user") -> PrincipalInfo: ...
-
-    def drop_catalog(self, name: str, *, cascade: bool = False) -> None: ...
-    def drop_schema(self, name: str, *, cascade: bool = False) -> None: ...
-    def drop_table(self, name: str) -> None: ...
-    def drop_volume(self, name: str) -> None: ...
-    def drop_principal(self, name: str) -> None: ...
-
-    def list_catalogs(self) -> list[CatalogInfo]: ...
-    def list_schemas(self, catalog: str) -> list[SchemaInfo]: ...
-    def list_tables(self, schema: str) -> list[TableInfo]: ...
-    def list_volumes(self, schema: str) -> list[VolumeInfo]: ...
-    def list_principals(self) -> list[PrincipalInfo]: ...
-    def get_catalog_info(self, name: str) -> CatalogInfo: ...
-    def get_schema(self, name: str) -> SchemaInfo: ...
-    def get_table(self, name: str) -> TableInfo: ...
-    def get_volume(self, name: str) -> VolumeInfo: ...
-
-    # None leaves a field as it is; comment "" clears it. Renames are not offered (see catalog/updates.py).
-    def update_catalog(self, name: str, *, comment: str | None = None, owner: str | None = None) -> CatalogInfo: ...
-    def update_schema(self, name: str, *, comment: str | None = None, owner: str | None = None) -> SchemaInfo: ...
-    def update_volume(self, name: str, *, comment: str | None = None, owner: str | None = None) -> VolumeInfo: ...
-
-    def grant(
-        self, securable: str, privilege: str | Privilege, principal: str, *, kind: str | SecurableKind | None = None
-    ) -> None: ...
-    def revoke(
-        self, securable: str, privilege: str | Privilege, principal: str, *, kind: str | SecurableKind | None = None
-    ) -> None: ...
-    def show_grants(self, securable: str, *, kind: str | SecurableKind | None = None) -> list[GrantInfo]: ...
-
-    def create_storage_credential(
-        self, name: str, storage_options: dict[str, Any] | None = None, *, comment: str | None = None
-    ) -> CredentialInfo: ...
-    def get_storage_credential(self, name: str) -> CredentialInfo: ...
-    def list_storage_credentials(self) -> list[CredentialInfo]: ...
-    def drop_storage_credential(self, name: str) -> None: ...
-    def create_external_location(
-        self, name: str, url: str, credential: str | None = None, *, comment: str | None = None
-    ) -> ExternalLocationInfo: ...
-    def get_external_location(self, name: str) -> ExternalLocationInfo: ...
-    def list_external_locations(self) -> list[ExternalLocationInfo]: ...
-    def drop_external_location(self, name: str) -> None: ...
-
-    def resolve_volume_path(self, path: str, *, write: bool = False) -> ResolvedVolumePath: ...
-    def resolve_table(self, name: str, *, write: bool = False) -> ResolvedTable: ...
-    def resolve_storage_path(self, url: str, *, write: bool = False) -> ResolvedStoragePath: ...
-
-
-# The principal override of `as_principal`, shared by every catalog object in this process.
-_principal_override: contextvars.ContextVar[str | None] = contextvars.ContextVar("uc_jupyter_principal", default=None)
-
-
-def current_principal() -> str:
-    """The principal calls are made as: an ``as_principal`` override, else the configured one."""
-    from uc_jupyter.config import settings
-
-    return _principal_override.get() or settings().principal
-
-
-@contextlib.contextmanager
-def as_principal(principal: str) -> Iterator[str]:
-    """Make catalog calls in this block (this thread or task) as ``principal``.
-
-    Example:
-        >>> with as_principal("alice"):
-        ...     current_principal()
-        'alice'
-    """
-    from uc_jupyter.catalog.privileges import validate_principal
-
-    token = _principal_override.set(validate_principal(principal))
-    try:
-        yield principal
-    finally:
-        _principal_override.reset(token)
-
-
 _catalogs: dict[object, Catalog] = {}
 _catalogs_lock = threading.Lock()
 
@@ -453,7 +88,7 @@ def get_catalog(*, url: str | None = None, token: str | None = None) -> Catalog:
     """The configured catalog, one object per configuration (``url``/``token`` replace
     ``UC_JUPYTER_CATALOG_URL``/``UC_JUPYTER_TOKEN``, as the CLI's ``--url``/``--token`` do):
 
-    - ``UC_JUPYTER_CATALOG_URL`` (with ``UC_JUPYTER_TOKEN``): a :class:`~uc_jupyter.catalog.rest.RestCatalog`
+    - ``UC_JUPYTER_CATALOG_URL`` (with ``UC_JUPYTER_TOKEN``): a :class:`~uc_jupyter.catalog.rest.client.RestCatalog`
       for that Unity Catalog server (``uc-jupyter serve``, UC OSS);
     - else ``DATABRICKS_HOST`` (with ``DATABRICKS_TOKEN``): one for that Databricks workspace;
     - else the embedded catalog under ``$UC_JUPYTER_HOME``.
@@ -480,11 +115,11 @@ def get_catalog(*, url: str | None = None, token: str | None = None) -> Catalog:
         with _catalogs_lock:
             key = ("rest", url, token, dialect)
             if key not in _catalogs:
-                from uc_jupyter.catalog.rest import RestCatalog
+                from uc_jupyter.catalog.rest.client import RestCatalog
 
                 _catalogs[key] = RestCatalog(url, token, dialect=dialect)
             return _catalogs[key]
-    from uc_jupyter.catalog.local import LocalCatalog
+    from uc_jupyter.catalog.embedded.local import LocalCatalog
 
     with _catalogs_lock:
         if configured.home not in _catalogs:

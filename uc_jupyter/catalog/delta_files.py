@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from uc_jupyter.catalog import CatalogError, ColumnInfo, NotFound, WriteMode
-from uc_jupyter.catalog.names import SecurableName
+from uc_jupyter.catalog.model import CatalogError, ColumnInfo, NotFound, WriteMode
+from uc_jupyter.catalog.rules.names import SecurableName
 from uc_jupyter.errors import first_line
 from uc_jupyter.storage import urls as st
 

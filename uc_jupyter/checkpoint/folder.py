@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from uc_jupyter.catalog import Catalog, PermissionDenied, get_catalog
-from uc_jupyter.catalog.names import parse_volume_path
+from uc_jupyter.catalog.rules.names import parse_volume_path
 from uc_jupyter.storage.writes import VolumeWrites, open_writes
 
 __all__ = ["CheckpointFolder", "open_folder"]

@@ -173,7 +173,7 @@ class _Rank:
         self._cells = 0
 
     def handle(self, call: Call, interruptible: _Interruptible, pump: _OutputPump) -> None:
-        from uc_jupyter.catalog.privileges import validate_principal
+        from uc_jupyter.catalog.rules.privileges import validate_principal
 
         try:
             validate_principal(call.principal)  # the kernel checked it; a bad one must not end the rank

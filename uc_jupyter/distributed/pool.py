@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from uc_jupyter.catalog import get_catalog
-from uc_jupyter.catalog.privileges import validate_principal
+from uc_jupyter.catalog.rules.privileges import validate_principal
 from uc_jupyter.distributed import board
 from uc_jupyter.distributed.checks import check_cluster, rank_count, seconds
 from uc_jupyter.distributed.errors import (

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from uc_jupyter.catalog import Catalog, CatalogError, InvalidName, NotFound, PermissionDenied
-from uc_jupyter.catalog.names import parse_name
+from uc_jupyter.catalog.rules.names import parse_name
 from uc_jupyter.server.listing import (
     MAX_PAGE,
     PAGE_SIZE,
@@ -84,7 +84,7 @@ def status_of(exc: BaseException) -> int | None:
         >>> status_of(RuntimeError("boom")) is None
         True
     """
-    from uc_jupyter.catalog.local import EscapesVolume
+    from uc_jupyter.catalog.embedded.local import EscapesVolume
 
     if isinstance(exc, (EscapesVolume, InvalidName, BadRequest, NotADirectoryError)):
         return 400  # EscapesVolume is a PermissionError: checked before PermissionDenied-like errors

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from uc_jupyter.catalog import NotFound
-from uc_jupyter.catalog.names import parse_volume_path
+from uc_jupyter.catalog.rules.names import parse_volume_path
 from uc_jupyter.data.volume.listing import is_hidden  # one rule for the sidebar and the datasets
 from uc_jupyter.storage import urls as storage
 
@@ -141,7 +141,7 @@ def list_folder(catalog: Catalog, path: str) -> Folder:
     parsed = str(parse_volume_path(path))
     resolved = catalog.resolve_volume_path(parsed)
     location = resolved.volume.storage_location
-    from uc_jupyter.catalog.local import EscapesVolume
+    from uc_jupyter.catalog.embedded.local import EscapesVolume
 
     local = storage.local_path(location) if storage.is_local(location) else None
     root = resolved.path.rstrip("/")
@@ -201,7 +201,7 @@ def _local_entries(volume_root: str, root: str) -> list[Entry]:
     try:
         real = _opened_within(volume_root, fd, root)
         if real is None:
-            from uc_jupyter.catalog.local import EscapesVolume
+            from uc_jupyter.catalog.embedded.local import EscapesVolume
 
             raise EscapesVolume(root)  # list_folder names the /Volumes path instead of the storage one
         with os.scandir(fd) as listing:  # entries stat relative to fd: keep it open while they are read

@@ -34,7 +34,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from uc_jupyter.catalog.names import parse_name, parse_volume_path
+from uc_jupyter.catalog.rules.names import parse_name, parse_volume_path
 
 if TYPE_CHECKING:
     from uc_jupyter.catalog import Catalog

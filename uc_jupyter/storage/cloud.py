@@ -33,7 +33,7 @@ adlfs option                               object_store key
 ``anon=True``                              ``skip_signature``
 =========================================  =====================================================
 
-Credentials a catalog vends (:mod:`uc_jupyter.catalog.vended`) arrive as ``sas_token`` (Azure) and
+Credentials a catalog vends (:mod:`uc_jupyter.catalog.rest.vended`) arrive as ``sas_token`` (Azure) and
 ``bearer_token`` (Google). A URL's own account (``abfss://<container>@<account>.dfs.core.windows.net/...``)
 is the one read: options naming another account are refused rather than signed for it.
 

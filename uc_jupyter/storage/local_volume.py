@@ -4,7 +4,7 @@ One rule wherever a dataset touches a local volume: **a dataset reads the regula
 and never follows a symbolic link inside it**, whether the link points outside the volume or not.
 
 - The dataset's folder is reached from the volume's root through real folders only; a symlink on
-  the way is refused (:class:`~uc_jupyter.catalog.local.EscapesVolume`, one line naming it).
+  the way is refused (:class:`~uc_jupyter.catalog.embedded.local.EscapesVolume`, one line naming it).
 - Listings skip symlinks (to files or to folders) and entries that are not regular files (FIFOs,
   sockets, devices); the caller warns once with how many were skipped.
 - Every check and every read walks from the volume root's descriptor with ``openat``, ``O_NOFOLLOW``

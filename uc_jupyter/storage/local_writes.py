@@ -3,7 +3,7 @@
 Every write, read, listing and delete walks from the volume root's descriptor with ``openat`` and
 ``O_NOFOLLOW`` on every component (as :class:`~uc_jupyter.storage.local_volume.LocalVolume` reads), so a
 folder inside the volume swapped for a symlink, before or during a write, fails the walk instead of
-redirecting it outside the volume (:class:`~uc_jupyter.catalog.local.EscapesVolume`, one line). Missing
+redirecting it outside the volume (:class:`~uc_jupyter.catalog.embedded.local.EscapesVolume`, one line). Missing
 folders are made on the way (``mkdirat``). A file is written to a hidden temporary name in its folder
 (``O_EXCL``: never an existing file or link) and renamed over its key within that folder's descriptor:
 visible whole or not at all, and on disk (``fsync``, the file and then its folder) before the call

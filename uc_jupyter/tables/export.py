@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from uc_jupyter.catalog import AlreadyExists, Catalog, NotFound, get_catalog
-from uc_jupyter.catalog.names import parse_volume_path
+from uc_jupyter.catalog.rules.names import parse_volume_path
 from uc_jupyter.errors import UcJupyterWarning
 from uc_jupyter.storage import urls as st
 from uc_jupyter.storage.export_manifest import MANIFEST, ExportFile, Manifest, ManifestError, leftovers, new_export_id

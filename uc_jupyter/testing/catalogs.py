@@ -2,7 +2,7 @@
 
 Example:
     >>> import tempfile
-    >>> from uc_jupyter.catalog.local import LocalCatalog
+    >>> from uc_jupyter.catalog.embedded.local import LocalCatalog
     >>> cat = LocalCatalog(tempfile.mkdtemp())
     >>> external_location(cat, tempfile.mkdtemp()).credential_name is None
     True

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from uc_jupyter.catalog import NotFound, Unauthenticated, as_principal
-from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.tokens import TokenStore
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.catalog.embedded.tokens import TokenStore
 
 __all__ = ["ADMIN", "STARTUP_TIMEOUT_S", "Served", "serve_process", "serving"]
 
@@ -56,7 +56,7 @@ class Served:
 
     def token_for(self, principal: str) -> str | None:
         """A token of ``principal`` (made once and reused while it stays valid), None when ``principal``
-        is not registered. Shaped to be a :class:`~uc_jupyter.catalog.rest.RestCatalog`'s ``token_for``.
+        is not registered. Shaped to be a :class:`~uc_jupyter.catalog.rest.client.RestCatalog`'s ``token_for``.
 
         A cached token is checked first (a primary-key read): a principal dropped and registered again
         has lost its old tokens, and gets a new one."""

@@ -6,12 +6,12 @@ for each route: the body read up to :data:`MAX_BODY` bytes (more: 400, nothing d
 model, and the route function run in Starlette's thread pool inside ``as_principal(<the token's
 principal>)``. anyio runs each call in a copy of the caller's context, so the principal set in the
 worker stays with that one call and never leaks to the next request the thread serves. Our errors
-become UC error bodies (:mod:`uc_jupyter.catalog.wire_errors`); anything unexpected is a one-line 500
+become UC error bodies (:mod:`uc_jupyter.catalog.wire.errors`); anything unexpected is a one-line 500
 and a log record with the traceback.
 
 Example:
     >>> import tempfile
-    >>> from uc_jupyter.catalog.local import LocalCatalog
+    >>> from uc_jupyter.catalog.embedded.local import LocalCatalog
     >>> app = build_app(LocalCatalog(tempfile.mkdtemp()))
     >>> sorted({r.path for r in app.routes})[:2]
     ['/api/2.1/unity-catalog/catalogs', '/api/2.1/unity-catalog/catalogs/{name}']
@@ -32,10 +32,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
-from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.tokens import TokenStore
-from uc_jupyter.catalog.wire import parse_request
-from uc_jupyter.catalog.wire_errors import WireError, error_body, to_error
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.catalog.embedded.tokens import TokenStore
+from uc_jupyter.catalog.wire.errors import WireError, error_body, to_error
+from uc_jupyter.catalog.wire.shapes import parse_request
 from uc_jupyter.ucserver import PREFIX
 from uc_jupyter.ucserver.auth import BearerAuth
 from uc_jupyter.ucserver.routes_data import ROUTES, Call, Route

@@ -3,7 +3,7 @@
 :class:`BearerAuth` is a plain ASGI middleware that wraps the whole application, so every request,
 to a known route, an unknown path (404) or with a wrong method (405), is answered 401
 ``UNAUTHENTICATED`` unless its ``Authorization: Bearer <token>`` header names a live token. The check
-is :meth:`~uc_jupyter.catalog.tokens.TokenStore.authenticate`, which reads the token's row on every
+is :meth:`~uc_jupyter.catalog.embedded.tokens.TokenStore.authenticate`, which reads the token's row on every
 request, so a revocation from another process refuses the very next request. It runs in a worker
 thread (it reads SQLite) and the principal it returns goes into ``scope["state"]["principal"]``; the
 routes act as that principal and never as anything the client says (no header, no variable).
@@ -26,8 +26,8 @@ import anyio.to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from uc_jupyter.catalog import Unauthenticated
-from uc_jupyter.catalog.tokens import TokenStore
-from uc_jupyter.catalog.wire_errors import to_error
+from uc_jupyter.catalog.embedded.tokens import TokenStore
+from uc_jupyter.catalog.wire.errors import to_error
 
 __all__ = ["BearerAuth", "bearer_token"]
 

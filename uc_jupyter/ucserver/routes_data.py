@@ -3,9 +3,9 @@ staging tables.
 
 Each route is a plain function ``(catalog, call) -> JSON object`` run by :mod:`uc_jupyter.ucserver.app`
 in a worker thread as the request's principal, with the body already parsed against its model
-(:mod:`uc_jupyter.catalog.wire`). Every check is the embedded catalog's: these functions only translate
+(:mod:`uc_jupyter.catalog.wire.shapes`). Every check is the embedded catalog's: these functions only translate
 names, bodies and pages. Wire names are UC's (plain parts); they become our dotted names through
-:func:`~uc_jupyter.catalog.wire.dotted_name`, so ``..``, ``/`` or an empty part in a path parameter is
+:func:`~uc_jupyter.catalog.wire.shapes.dotted_name`, so ``..``, ``/`` or an empty part in a path parameter is
 an ``INVALID_ARGUMENT`` before any lookup. Listings are read a page at a time from the metastore
 (:meth:`LocalCatalog.list_page`). Two routes are ours, under ``/uc-jupyter/``: a table's columns read
 again from its Delta log after a client changed its schema, and a staging table abandoned after a
@@ -13,7 +13,7 @@ failed write.
 
 Example:
     >>> import tempfile
-    >>> from uc_jupyter.catalog.local import LocalCatalog
+    >>> from uc_jupyter.catalog.embedded.local import LocalCatalog
     >>> cat = LocalCatalog(tempfile.mkdtemp())
     >>> create_catalog(cat, Call(body={"name": "main", "comment": "team"}))["comment"]
     'team'
@@ -27,9 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.privileges import SecurableKind
-from uc_jupyter.catalog.wire import (
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.catalog.rules.privileges import SecurableKind
+from uc_jupyter.catalog.wire.errors import WireError
+from uc_jupyter.catalog.wire.shapes import (
     CREATE_CATALOG,
     CREATE_SCHEMA,
     CREATE_STAGING_TABLE,
@@ -49,7 +50,6 @@ from uc_jupyter.catalog.wire import (
     table_json,
     volume_json,
 )
-from uc_jupyter.catalog.wire_errors import WireError
 
 __all__ = ["ROUTES", "Call", "Route"]
 

@@ -1,7 +1,7 @@
 """uc_jupyter's own routes, beside the Unity Catalog API: who a token is, and the principals.
 
 The Unity Catalog API has neither: a UC client learns nothing about its own identity, and users come
-from an identity provider. :class:`~uc_jupyter.catalog.rest.RestCatalog` needs both to behave as the
+from an identity provider. :class:`~uc_jupyter.catalog.rest.client.RestCatalog` needs both to behave as the
 embedded catalog does, so these live under ``/api/2.1/unity-catalog/uc-jupyter/``, a prefix no UC
 route uses (a client that sees 404 there knows the server is not uc-jupyter's):
 
@@ -17,7 +17,7 @@ route uses (a client that sees 404 there knows the server is not uc-jupyter's):
 Example:
     >>> import tempfile
     >>> from uc_jupyter.catalog import as_principal
-    >>> from uc_jupyter.catalog.local import LocalCatalog
+    >>> from uc_jupyter.catalog.embedded.local import LocalCatalog
     >>> with as_principal("admin"):
     ...     cat = LocalCatalog(tempfile.mkdtemp())
     ...     whoami(cat, Call())
@@ -29,9 +29,9 @@ from __future__ import annotations
 from typing import Any
 
 from uc_jupyter.catalog import NotFound, PrincipalInfo, current_principal
-from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.wire import Model, epoch_ms
-from uc_jupyter.catalog.wire_errors import WireError
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.catalog.wire.errors import WireError
+from uc_jupyter.catalog.wire.shapes import Model, epoch_ms
 from uc_jupyter.ucserver.routes_data import Call, Route
 
 __all__ = ["CREATE_PRINCIPAL", "EXTENSION_PREFIX", "ROUTES", "principal_json", "whoami"]

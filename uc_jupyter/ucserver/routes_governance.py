@@ -11,7 +11,7 @@ and no reader ever sees part of a PATCH.
 
 Example:
     >>> import tempfile
-    >>> from uc_jupyter.catalog.local import LocalCatalog
+    >>> from uc_jupyter.catalog.embedded.local import LocalCatalog
     >>> from uc_jupyter.ucserver.routes_data import create_catalog
     >>> cat = LocalCatalog(tempfile.mkdtemp())
     >>> _ = create_catalog(cat, Call(body={"name": "main"}))
@@ -24,10 +24,10 @@ from __future__ import annotations
 from typing import Any
 
 from uc_jupyter.catalog import GrantInfo
-from uc_jupyter.catalog.grants import GrantChange
-from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.privileges import SecurableKind
-from uc_jupyter.catalog.wire_grants import (
+from uc_jupyter.catalog.embedded.grants import GrantChange
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.catalog.rules.privileges import SecurableKind
+from uc_jupyter.catalog.wire.grants import (
     UPDATE_PERMISSIONS,
     Securable,
     check_changes,

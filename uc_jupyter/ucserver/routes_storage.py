@@ -1,15 +1,15 @@
 """The storage-model routes of the Unity Catalog API: ``/credentials`` and ``/external-locations``.
 
-Every check is the embedded catalog's (:mod:`uc_jupyter.catalog.external`): creating a credential
+Every check is the embedded catalog's (:mod:`uc_jupyter.catalog.embedded.external`): creating a credential
 needs CREATE STORAGE CREDENTIAL on the metastore, a location CREATE EXTERNAL LOCATION on the metastore
 and on its credential; a principal sees only the credentials and locations it owns, holds a grant on,
 or (admins) all, and one it may not see is NOT_FOUND, exactly like a missing one. These functions only
-translate bodies (:mod:`uc_jupyter.catalog.wire_storage`): a credential's option *values* never leave
+translate bodies (:mod:`uc_jupyter.catalog.wire.storage`): a credential's option *values* never leave
 the server, except ``role_arn``, shown as UC's ``aws_iam_role.role_arn``.
 
 Example:
     >>> import tempfile
-    >>> from uc_jupyter.catalog.local import LocalCatalog
+    >>> from uc_jupyter.catalog.embedded.local import LocalCatalog
     >>> from uc_jupyter.ucserver.routes_data import Call
     >>> cat = LocalCatalog(tempfile.mkdtemp())
     >>> body = {"name": "lake", "uc_jupyter_storage_options": {"key": "AKIA"}}
@@ -25,11 +25,11 @@ import logging
 from typing import Any
 
 from uc_jupyter.catalog import CredentialInfo, NotFound
-from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.secrets import SecretStore
-from uc_jupyter.catalog.wire import dotted_name, page, parse_bool
-from uc_jupyter.catalog.wire_errors import WireError
-from uc_jupyter.catalog.wire_storage import (
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.catalog.embedded.secrets import SecretStore
+from uc_jupyter.catalog.wire.errors import WireError
+from uc_jupyter.catalog.wire.shapes import dotted_name, page, parse_bool
+from uc_jupyter.catalog.wire.storage import (
     CREATE_CREDENTIAL,
     CREATE_EXTERNAL_LOCATION,
     OPTIONS_FIELD,

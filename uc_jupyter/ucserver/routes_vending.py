@@ -31,7 +31,7 @@ own keys).
 
 Example:
     >>> import tempfile
-    >>> from uc_jupyter.catalog.local import LocalCatalog
+    >>> from uc_jupyter.catalog.embedded.local import LocalCatalog
     >>> from uc_jupyter.ucserver.vendor import Vendor
     >>> home = tempfile.mkdtemp()
     >>> [r.path for r in routes(Vendor(home, reaper=False))]
@@ -45,11 +45,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from uc_jupyter.catalog import NotFound, PermissionDenied, ResolvedVolumePath
-from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.names import VolumePath, parse_name
-from uc_jupyter.catalog.privileges import SecurableKind
-from uc_jupyter.catalog.wire_errors import WireError
-from uc_jupyter.catalog.wire_storage import (
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.catalog.rules.names import VolumePath, parse_name
+from uc_jupyter.catalog.rules.privileges import SecurableKind
+from uc_jupyter.catalog.wire.errors import WireError
+from uc_jupyter.catalog.wire.storage import (
     PATH_OPERATIONS,
     TABLE_OPERATIONS,
     TEMPORARY_PATH,

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import uvicorn
 
-    from uc_jupyter.catalog.local import LocalCatalog
-    from uc_jupyter.catalog.tokens import TokenStore
+    from uc_jupyter.catalog.embedded.local import LocalCatalog
+    from uc_jupyter.catalog.embedded.tokens import TokenStore
     from uc_jupyter.ucserver.vendor import Vendor
 
 __all__ = ["GRACE_S", "HELP", "Listening", "add_arguments", "prepare", "run", "serve"]
@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(catalog: object, args: argparse.Namespace) -> tuple[list[str], None]:
     """The ``serve`` command of :mod:`uc_jupyter.cli`: serve until stopped; nothing more to print."""
-    from uc_jupyter.catalog.local import LocalCatalog
+    from uc_jupyter.catalog.embedded.local import LocalCatalog
 
     if not isinstance(catalog, LocalCatalog):
         raise ValueError("uc-jupyter serve serves the embedded catalog of $UC_JUPYTER_HOME")
@@ -121,7 +121,7 @@ def prepare(
 
     Example:
         >>> import tempfile
-        >>> from uc_jupyter.catalog.local import LocalCatalog
+        >>> from uc_jupyter.catalog.embedded.local import LocalCatalog
         >>> listening = prepare(LocalCatalog(tempfile.mkdtemp()), "127.0.0.1", 0)
         >>> listening.url.startswith("http://127.0.0.1:")
         True

@@ -50,8 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from uc_jupyter.catalog import CatalogError
-from uc_jupyter.catalog.secrets import SecretStore
-from uc_jupyter.catalog.wire_storage import AwsSession, Vended
+from uc_jupyter.catalog.embedded.secrets import SecretStore
+from uc_jupyter.catalog.wire.storage import AwsSession, Vended
 from uc_jupyter.sqlite_store import SqliteStore
 from uc_jupyter.storage.locations import bucket_and_key, canonical_location, family_of
 
@@ -148,11 +148,11 @@ def end_vends_at_drop(catalog: object, credential: str) -> int:
 
     Example:
         >>> import tempfile
-        >>> from uc_jupyter.catalog.local import LocalCatalog
+        >>> from uc_jupyter.catalog.embedded.local import LocalCatalog
         >>> end_vends_at_drop(LocalCatalog(tempfile.mkdtemp()), "lake")
         0
     """
-    from uc_jupyter.catalog.local import LocalCatalog
+    from uc_jupyter.catalog.embedded.local import LocalCatalog
 
     if not isinstance(catalog, LocalCatalog) or not (catalog.root / "vends.db").exists():
         return 0
@@ -228,7 +228,7 @@ def _public_options(options: dict[str, Any]) -> dict[str, str]:
 
 
 class Vendor:
-    """Makes :class:`~uc_jupyter.catalog.wire_storage.Vended` credentials (see the module docstring).
+    """Makes :class:`~uc_jupyter.catalog.wire.storage.Vended` credentials (see the module docstring).
 
     ``root`` is the catalog home (``vends.db`` lives there; the reaper reads credentials' keys from its
     secret store); ``clock`` gives epoch seconds (tests pass their own); ``reaper``: run the background

@@ -19,9 +19,9 @@ import pytest
 import torch.utils.data
 
 from uc_jupyter.catalog import Catalog, PermissionDenied, ResolvedVolumePath, as_principal
-from uc_jupyter.catalog.local import LocalCatalog
-from uc_jupyter.catalog.rest import RestCatalog
-from uc_jupyter.catalog.vended import refresh_due
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.catalog.rest.client import RestCatalog
+from uc_jupyter.catalog.rest.vended import refresh_due
 from uc_jupyter.data import UCTableDataset, UCVolumeDataset
 from uc_jupyter.testing.moto_iam import MotoIam, moto_iam
 from uc_jupyter.testing.served import ADMIN, Served, serving

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from uc_jupyter.catalog import NotFound, PermissionDenied
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.data import DataLoader, UCTableDataset
 from uc_jupyter.testing.deletion_vectors import delete_with_deletion_vector
 

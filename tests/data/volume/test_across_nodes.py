@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from tests.conftest import PoolMaker
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.distributed import RankError
 from uc_jupyter.testing.s3_server import S3TestServer
 

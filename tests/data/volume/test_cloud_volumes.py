@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.testing.azurite import ACCOUNT, Azurite, azurite
 from uc_jupyter.testing.catalogs import external_location
 from uc_jupyter.testing.gcs_emulator import GcsEmulator, gcs_emulator
@@ -82,7 +82,7 @@ def _read_volume(home: str, workers: int, catalog_url: str = "") -> list[bytes]:
     """In the child: every file of the volume, through the dataset (and ``workers`` forked DataLoader
     workers; ``-n``: read here first, then through ``n`` forked workers); an error comes back as a
     RuntimeError with its type and message. ``catalog_url``: read through a RestCatalog there."""
-    from uc_jupyter.catalog.rest import RestCatalog
+    from uc_jupyter.catalog.rest.client import RestCatalog
     from uc_jupyter.data import DataLoader, UCVolumeDataset
 
     try:

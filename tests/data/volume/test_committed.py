@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from uc_jupyter.catalog import PermissionDenied
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.data import UCVolumeDataset
 from uc_jupyter.data.volume.committed import ExportIncomplete
 from uc_jupyter.storage.export_manifest import MANIFEST, ExportFile, Manifest, new_export_id

@@ -24,7 +24,7 @@ import torch.utils.data
 
 from tests.data.conftest import write_files
 from uc_jupyter.catalog import InvalidName, NotFound, PermissionDenied
-from uc_jupyter.catalog.local import LocalCatalog
+from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.data import UCVolumeDataset
 from uc_jupyter.data.cache import FileCache
 from uc_jupyter.storage.errors import VolumeReadError

@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from uc_jupyter.catalog.reserved import reserve as reserve_folder
+from uc_jupyter.catalog.rules.reserved import reserve as reserve_folder
 from uc_jupyter.config import settings
 from uc_jupyter.data.cache import layout, ledger, streams
 from uc_jupyter.data.cache.admission import Budget, Outcome, admit, disk_free

@@ -2,7 +2,7 @@
 
 ``FileCache(root)`` empties a cache of an older format, so it must never take someone else's folder
 for one: a folder is a cache only when it is new or empty, when it carries the cache marker
-(:func:`uc_jupyter.catalog.reserved.mark`, kind ``"cache"``), or when it is a cache of an older
+(:func:`uc_jupyter.catalog.rules.reserved.mark`, kind ``"cache"``), or when it is a cache of an older
 format of ours (a ``FORMAT`` file and nothing but the names our caches use). Anything else is
 refused with :class:`~uc_jupyter.data.cache.errors.NotACacheFolder`, and even in a cache only those
 names are ever removed. Everything in the folder is private to the OS user: folders 0700, files
@@ -35,7 +35,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from uc_jupyter.catalog.reserved import MARKER, inside_marked_folder, mark
+from uc_jupyter.catalog.rules.reserved import MARKER, inside_marked_folder, mark
 from uc_jupyter.data.cache.errors import NotACacheFolder
 
 __all__ = [

@@ -1,10 +1,10 @@
 """Storage options that expire: when a dataset resolves its table or volume again, and downloads that
 switch to the new options without a pass noticing.
 
-A :class:`~uc_jupyter.catalog.rest.RestCatalog` answers ``resolve_*`` with credentials the server vended
+A :class:`~uc_jupyter.catalog.rest.client.RestCatalog` answers ``resolve_*`` with credentials the server vended
 for that one object, which end at ``expires_at``; the embedded catalog's options never expire
 (``expires_at`` None). A dataset keeps its options for every pass and every DataLoader worker, so it
-asks the catalog again when they are due: :func:`~uc_jupyter.catalog.vended.refresh_due` (the vended
+asks the catalog again when they are due: :func:`~uc_jupyter.catalog.rest.vended.refresh_due` (the vended
 cache's own margin, ``max(60 s, 10 %)`` of the lifetime before expiry). The renewed resolve is made as
 the principal the dataset was made by, so it is a fresh privilege check: a revoked grant ends the
 dataset's access at its next renewal. With no expiry nothing is ever asked and nothing is counted.
@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from uc_jupyter.catalog.vended import refresh_due
+from uc_jupyter.catalog.rest.vended import refresh_due
 from uc_jupyter.storage.downloads import Downloads, Job
 
 if TYPE_CHECKING:

@@ -56,7 +56,7 @@ class UCTableDataset(PartitionedDataset):
     ``len(dataset)`` is the number of rows this rank yields per epoch. The selected columns of the
     snapshot are held in memory by each process that reads (forked workers share the parent's):
     narrow them with ``columns=`` and ``filter=``. A spawned worker reads the snapshot again: with
-    vended credentials (a :class:`~uc_jupyter.catalog.rest.RestCatalog`) that are due by then, it
+    vended credentials (a :class:`~uc_jupyter.catalog.rest.client.RestCatalog`) that are due by then, it
     first resolves ``name`` again, as the principal that made the dataset (see
     :mod:`uc_jupyter.data.stream.renewal`).
     """

@@ -96,7 +96,7 @@ class UCVolumeDataset(PartitionedDataset):
         catalog: the catalog to resolve ``path`` with (default :func:`get_catalog`).
         clock: epoch seconds, for when vended credentials are due (tests pass their own).
 
-    Vended credentials (a :class:`~uc_jupyter.catalog.rest.RestCatalog`) expire: before each pass,
+    Vended credentials (a :class:`~uc_jupyter.catalog.rest.client.RestCatalog`) expire: before each pass,
     and before each batch of downloads, a dataset whose credentials are within the vended cache's
     margin of their expiry resolves ``path`` again (as the principal that made it, in each worker
     through ``catalog``, or :func:`get_catalog` after a spawn) and reads on with the new ones. A
