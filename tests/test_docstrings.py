@@ -30,7 +30,7 @@ from uc_jupyter.distributed import accelerators, board, checks, outcome, payload
 from uc_jupyter.distributed import errors as rank_errors
 from uc_jupyter.distributed.launch import ray_cluster
 from uc_jupyter.jupyter import args
-from uc_jupyter.storage import cloud, downloads, export_manifest, keys, locations, retry, stores, writes
+from uc_jupyter.storage import cloud, downloads, export_manifest, keys, locations, nofollow, retry, stores, writes
 from uc_jupyter.storage import errors as storage_errors
 from uc_jupyter.storage import urls as storage
 from uc_jupyter.tables import spark_server, spark_watchdog
@@ -58,7 +58,7 @@ from uc_jupyter.widgets import charts, view
         *(pace, remote, wanted, waits, clocks, scripts),
         *(accelerators, status, ray_cluster, checks, outcome),
         *(resume, position, renewal, rng, checkpoint_layout, writes, s3_answers, export_manifest),
-        *(keys, retry, stores, watch, downloads, catalog_model, volume_paths, cloud, storage_errors),
+        *(keys, retry, stores, watch, downloads, catalog_model, volume_paths, cloud, storage_errors, nofollow),
     ],
     ids=lambda m: m.__name__,
 )

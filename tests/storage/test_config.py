@@ -103,11 +103,6 @@ def test_an_s3_volume_with_such_options_is_read_through_fsspec_with_one_notice(
     )
 
 
-def test_local_folders_are_not_served_by_the_seam() -> None:
-    with pytest.raises(ValueError, match="is a local folder: read it through LocalVolume"):
-        open_storage("file:///tmp/x", {})
-
-
 def test_the_credential_source_follows_botocores_order() -> None:
     keys = {"access_key_id": "AK", "secret_access_key": "S"}
     everything = {"AWS_PROFILE": "p", "AWS_ACCESS_KEY_ID": "E", "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://x"}

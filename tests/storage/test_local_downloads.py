@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -30,24 +30,30 @@ def folder(catalog: LocalCatalog) -> Path:
     return root
 
 
-FILES = (RemoteFile("big.bin", 3 << 20, None), RemoteFile("sub/a.bin", 3000, None))
-BIG, SMALL = "0", "1"  # positions in FILES, as a dataset's listing gives them
+BIG, SMALL = RemoteFile("big.bin", 3 << 20, None), RemoteFile("sub/a.bin", 3000, None)
+JobMaker = Callable[[RemoteFile, Path], Job]
 
 
-def job(position: str, local: Path) -> Job:
-    """The copy of the listed file at ``position`` into ``local``, as a dataset's window asks for it."""
-    listed = FILES[int(position)]
-    return Job(position, str(local), f"/Volumes/main/ml/v/{listed.relative}", listed.size)
+@pytest.fixture
+def job(folder: Path) -> JobMaker:
+    """The copy of a listed file into ``local``, as a dataset's window asks for it: by its local path."""
+
+    def make(listed: RemoteFile, local: Path) -> Job:
+        return Job(f"{folder}/{listed.relative}", str(local), f"/Volumes/main/ml/v/{listed.relative}", listed.size)
+
+    return make
 
 
 @pytest.fixture
 def downloads(catalog: LocalCatalog, folder: Path) -> Iterator[LocalDownloads]:
-    copies = LocalDownloads(LocalVolume.of(catalog.resolve_volume_path("/Volumes/main/ml/v")), FILES, threads=2)
+    copies = LocalDownloads(LocalVolume.of(catalog.resolve_volume_path("/Volumes/main/ml/v")), threads=2)
     yield copies
     copies.close()
 
 
-def test_files_are_copied_whole_and_private(downloads: LocalDownloads, folder: Path, tmp_path: Path) -> None:
+def test_files_are_copied_whole_and_private(
+    downloads: LocalDownloads, job: JobMaker, folder: Path, tmp_path: Path
+) -> None:
     jobs = [job(SMALL, tmp_path / "1"), job(BIG, tmp_path / "2")]
     for future in downloads.start(jobs):
         assert future.result() is None
@@ -56,7 +62,9 @@ def test_files_are_copied_whole_and_private(downloads: LocalDownloads, folder: P
     assert stat.S_IMODE(os.stat(tmp_path / "2").st_mode) == 0o600
 
 
-def test_a_symlink_is_not_copied_and_nothing_is_left(downloads: LocalDownloads, folder: Path, tmp_path: Path) -> None:
+def test_a_symlink_is_not_copied_and_nothing_is_left(
+    downloads: LocalDownloads, job: JobMaker, folder: Path, tmp_path: Path
+) -> None:
     (tmp_path / "secret").write_bytes(b"OUTSIDE")
     (folder / "sub" / "a.bin").unlink()
     (folder / "sub" / "a.bin").symlink_to(tmp_path / "secret")
@@ -67,7 +75,7 @@ def test_a_symlink_is_not_copied_and_nothing_is_left(downloads: LocalDownloads, 
 
 
 def test_a_copy_that_cannot_be_written_names_the_file_and_leaves_nothing(
-    downloads: LocalDownloads, tmp_path: Path
+    downloads: LocalDownloads, job: JobMaker, tmp_path: Path
 ) -> None:
     target = tmp_path / "missing-folder" / "copy"
     future = downloads.start([job(BIG, target)])[0]
@@ -78,7 +86,9 @@ def test_a_copy_that_cannot_be_written_names_the_file_and_leaves_nothing(
     assert not target.exists()
 
 
-def test_the_copy_never_writes_through_a_symlink_at_the_cache_path(downloads: LocalDownloads, tmp_path: Path) -> None:
+def test_the_copy_never_writes_through_a_symlink_at_the_cache_path(
+    downloads: LocalDownloads, job: JobMaker, tmp_path: Path
+) -> None:
     victim = tmp_path / "victim"
     victim.write_bytes(b"keep")
     (tmp_path / "tmp-copy").symlink_to(victim)
@@ -89,7 +99,7 @@ def test_the_copy_never_writes_through_a_symlink_at_the_cache_path(downloads: Lo
 
 
 def test_a_file_no_longer_the_listed_size_is_not_copied(
-    downloads: LocalDownloads, folder: Path, tmp_path: Path
+    downloads: LocalDownloads, job: JobMaker, folder: Path, tmp_path: Path
 ) -> None:
     (folder / "sub" / "a.bin").write_bytes(b"A" * 3001)
     future = downloads.start([job(SMALL, tmp_path / "copy")])[0]
@@ -98,7 +108,7 @@ def test_a_file_no_longer_the_listed_size_is_not_copied(
     assert not (tmp_path / "copy").exists()
 
 
-def test_cancelled_copies_end(downloads: LocalDownloads, tmp_path: Path) -> None:
+def test_cancelled_copies_end(downloads: LocalDownloads, job: JobMaker, tmp_path: Path) -> None:
     futures = downloads.start([job(BIG, tmp_path / f"c{i}") for i in range(6)])
     downloads.cancel(futures)
     downloads.close()
@@ -106,7 +116,7 @@ def test_cancelled_copies_end(downloads: LocalDownloads, tmp_path: Path) -> None
 
 
 def test_a_file_that_grows_after_its_checked_open_is_refused_at_one_byte_more(
-    downloads: LocalDownloads, folder: Path, tmp_path: Path
+    downloads: LocalDownloads, job: JobMaker, folder: Path, tmp_path: Path
 ) -> None:
     """The open checked the listed size; the file grows before the copy reads it. The target is a
     FIFO, whose open for writing waits for the test to open it for reading: a point between the
@@ -143,3 +153,25 @@ def test_a_file_that_grows_after_its_checked_open_is_refused_at_one_byte_more(
     )
     assert len(copied) <= 3001
     assert not pipe.exists()
+
+
+@pytest.mark.parametrize(
+    "remote",
+    [
+        "/etc/passwd",
+        "{folder}/../outside",
+        "{folder}/sub/../../outside",
+        "{folder}/sub//a.bin",
+        "{folder}/./big.bin",
+        "{folder}",
+    ],
+)
+def test_a_job_naming_a_path_outside_the_folder_is_refused_before_anything_is_opened(
+    downloads: LocalDownloads, folder: Path, tmp_path: Path, remote: str
+) -> None:
+    (folder.parent / "outside").write_bytes(b"OUTSIDE")
+    target = tmp_path / "copy"
+    future = downloads.start([Job(remote.format(folder=folder), str(target), "/Volumes/main/ml/v/x", 7)])[0]
+    with pytest.raises(VolumeReadError, match=r"^cannot copy /Volumes/main/ml/v/x: .* is not a file below "):
+        future.result()
+    assert not target.exists()

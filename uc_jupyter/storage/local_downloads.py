@@ -1,9 +1,11 @@
 """Copies of a local volume's files into the cache (``cache="always"``), read through a checked descriptor.
 
-A :class:`~uc_jupyter.storage.downloads.Downloads` for ``file://`` volumes. Each job's remote is a
-file's position in the dataset's listing (as a str), so its path comes from the listing; it is
-opened with :meth:`LocalVolume.open <uc_jupyter.storage.local_volume.LocalVolume.open>` (an ``openat``
-walk from the volume's root, no symlink followed, a regular file of the listed size only), then
+A :class:`~uc_jupyter.storage.downloads.Downloads` for ``file://`` volumes. Each job's remote is the
+file's local path, below the volume folder's own (as a remote job's is ``bucket/key`` below its
+folder's ``bucket/prefix``); a path outside that folder, or with an empty, ``.`` or ``..`` part, is
+refused before anything is opened. The file is opened with
+:meth:`LocalVolume.open <uc_jupyter.storage.local_volume.LocalVolume.open>` (an ``openat`` walk from
+the volume's root, no symlink followed, a regular file of the listed size only), then
 copied from that descriptor, never opened by path again. So the cached copy is the volume's file
 even when a symlink is swapped in at its path meanwhile. At most the listed size + 1 bytes are
 copied: a file that grew (or shrank) while it was copied ends the copy with
@@ -11,8 +13,9 @@ copied: a file that grew (or shrank) while it was copied ends the copy with
 that changed before. The copies run on a small thread pool, like fsspec downloads.
 
 Example:
-    >>> downloads = LocalDownloads(LocalVolume.of(resolved), listing.files)                 # doctest: +SKIP
-    >>> downloads.start([Job("0", "/cache/tmp/1", "/Volumes/main/ml/v/a.png", 231)])[0].result()  # doctest: +SKIP
+    >>> downloads = LocalDownloads(LocalVolume.of(resolved))                    # doctest: +SKIP
+    >>> job = Job("/data/v/a.png", "/cache/tmp/1", "/Volumes/main/ml/v/a.png", 231)
+    >>> downloads.start([job])[0].result()                                        # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import contextlib
 import errno
 import os
 from collections.abc import Sequence
-from typing import Protocol
 
 from uc_jupyter.storage.downloads import Job, changed_since_listing
 from uc_jupyter.storage.errors import VolumeReadError
@@ -34,23 +36,24 @@ _CHUNK = 1 << 20
 _NO_SENDFILE = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV)
 
 
-class ListedFile(Protocol):
-    """A file of the listing, as far as a copy needs it: its path below the dataset's folder."""
-
-    @property
-    def relative(self) -> str: ...
-
-
 class LocalDownloads:
     """Copies into the cache's temporary files, one pool thread per copy in flight."""
 
-    def __init__(self, volume: LocalVolume, files: Sequence[ListedFile], *, threads: int = 8) -> None:
-        self._volume, self._files = volume, files
+    def __init__(self, volume: LocalVolume, *, threads: int = 8) -> None:
+        self._volume = volume
+        self._prefix = volume.path.rstrip("/") + "/"
         self._pool = cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="uc-jupyter-copy")
 
     def start(self, jobs: Sequence[Job]) -> list[cf.Future[None]]:
-        """Start copying each job (its remote: the file's position in the listing)."""
-        return [self._pool.submit(self._copy, self._files[int(job.remote)].relative, job) for job in jobs]
+        """Start copying each job (its remote: the file's local path, below the volume folder's)."""
+        return [self._pool.submit(self._copy, job) for job in jobs]
+
+    def _relative(self, job: Job) -> str:
+        """The job's path below the folder; one that leaves it (or could: ``..``) is refused."""
+        relative = job.remote[len(self._prefix) :] if job.remote.startswith(self._prefix) else ""
+        if not relative or any(part in ("", ".", "..") for part in relative.split("/")):
+            raise VolumeReadError(f"cannot copy {job.where}: {job.remote!r} is not a file below {self._prefix}")
+        return relative
 
     def cancel(self, futures: Sequence[cf.Future[None]]) -> None:
         for future in futures:
@@ -59,8 +62,8 @@ class LocalDownloads:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
-    def _copy(self, relative: str, job: Job) -> None:
-        source = self._volume.open(relative, job.size)  # raises VolumeReadError naming the file
+    def _copy(self, job: Job) -> None:
+        source = self._volume.open(self._relative(job), job.size)  # raises VolumeReadError naming the file
         try:
             try:
                 target = os.open(job.local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)

@@ -44,6 +44,9 @@ from uc_jupyter.errors import EscapesVolume, NotFound
 from uc_jupyter.storage import urls as st
 from uc_jupyter.storage.downloads import changed_since_listing
 from uc_jupyter.storage.errors import VolumeReadError
+from uc_jupyter.storage.locations import local_path_within
+from uc_jupyter.storage.nofollow import LISTABLE, READ, WALKED, descend
+from uc_jupyter.storage.pages import Entry  # here the version is the modification time
 
 
 class _Volume(Protocol):
@@ -64,15 +67,7 @@ class ResolvedFolder(Protocol):
 
 __all__ = ["LocalVolume"]
 
-# Folders on the way: never a symlink (O_NOFOLLOW), only a handle to walk on (O_PATH where the
-# platform has it: no read permission or file state needed, a little cheaper).
-_FOLDER = os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_PATH", os.O_RDONLY)
-_LISTED_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # scandir needs a readable one
-# The file itself: never a symlink, and never blocking (a FIFO swapped in would wait for a writer).
-_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _SYMLINK_ERRORS = (errno.ELOOP, errno.ENOTDIR)  # what O_NOFOLLOW and O_DIRECTORY give on a symlink
-
-Entry = tuple[str, int, str]  # (path below the dataset's folder, size, version: the mtime)
 
 
 class LocalVolume:
@@ -94,6 +89,21 @@ class LocalVolume:
         """The local volume folder a catalog resolved (its storage location is ``file://``)."""
         root = st.local_path(resolved.volume.storage_location)
         return cls(root, resolved.relative, resolved.volume_path)
+
+    @classmethod
+    def below(cls, root: str, folder: str, *, where: str) -> LocalVolume:
+        """The folder ``folder``, walked down to from ``root`` (both local paths; ``folder`` lexically
+        at or below ``root`` by :func:`~uc_jupyter.storage.locations.local_path_within`, else ValueError)."""
+        root, folder = os.path.normpath(root), os.path.normpath(folder)
+        if not local_path_within(root, folder):
+            raise ValueError(f"cannot read {where}: {folder} is not below its volume's root {root}")
+        below = os.path.relpath(folder, root)
+        return cls(root, "" if below == "." else below, where)
+
+    @property
+    def path(self) -> str:
+        """The folder's own local path (what a remote volume's ``bucket/prefix`` is to its store)."""
+        return f"{self.root.rstrip('/')}/{self.folder}" if self.folder else self.root
 
     def __getstate__(self) -> dict[str, Any]:
         return {"root": self.root, "folder": self.folder, "where": self.where}
@@ -123,7 +133,7 @@ class LocalVolume:
             while pending:
                 base = pending.pop()
                 try:
-                    fd = self._descend(top, base.rstrip("/").split("/"), _LISTED_FOLDER) if base else top
+                    fd = descend(top, base.rstrip("/").split("/"), LISTABLE) if base else top
                 except OSError as exc:
                     if exc.errno not in (*_SYMLINK_ERRORS, errno.ENOENT):
                         raise
@@ -173,7 +183,7 @@ class LocalVolume:
         # "." for the root itself: a descriptor of its own (a dup would share the listing's offset).
         parts = self.folder.split("/") if self.folder else ["."]
         try:
-            return self._descend(root, parts, _LISTED_FOLDER)
+            return descend(root, parts, LISTABLE)
         except OSError as exc:
             kind, at = self._diagnose(self.folder)
             if kind == "missing" or (kind == "file" and at != self.folder):
@@ -200,7 +210,7 @@ class LocalVolume:
             if cut < 0:
                 info = os.stat(path, dir_fd=root, follow_symlinks=False)
             else:
-                fd = self._descend(root, path[:cut].split("/"), _FOLDER)
+                fd = descend(root, path[:cut].split("/"), WALKED)
                 try:
                     info = os.stat(path[cut + 1 :], dir_fd=fd, follow_symlinks=False)
                 finally:
@@ -219,11 +229,11 @@ class LocalVolume:
         cut = path.rfind("/")
         try:
             if cut < 0:
-                fd = os.open(path, _FILE, dir_fd=root)
+                fd = os.open(path, READ, dir_fd=root)
             else:
-                folder = self._descend(root, path[:cut].split("/"), _FOLDER)
+                folder = descend(root, path[:cut].split("/"), WALKED)
                 try:
-                    fd = os.open(path[cut + 1 :], _FILE, dir_fd=folder)
+                    fd = os.open(path[cut + 1 :], READ, dir_fd=folder)
                 finally:
                     os.close(folder)
         except OSError as exc:
@@ -249,22 +259,6 @@ class LocalVolume:
                 self._fd = fd
                 weakref.finalize(self, os.close, fd)
             return self._fd
-
-    @staticmethod
-    def _descend(start: int, parts: list[str], flags: int) -> int:
-        """Open the folder at ``parts`` below ``start``, one ``openat`` per part, none followed."""
-        fd = start
-        try:
-            for part in parts:
-                following = os.open(part, flags, dir_fd=fd)
-                if fd != start:
-                    os.close(fd)
-                fd = following
-        except BaseException:
-            if fd != start:
-                os.close(fd)
-            raise
-        return fd
 
     def _diagnose(self, path: str) -> tuple[str, str]:
         """Why ``path`` (below the volume root) could not be walked: ``(kind, the part's path)``

@@ -29,12 +29,12 @@ from typing import BinaryIO
 
 from uc_jupyter.errors import EscapesVolume
 from uc_jupyter.storage.keys import Listed, checked_key, checked_prefix
+from uc_jupyter.storage.locations import local_path_within
+from uc_jupyter.storage.nofollow import LISTABLE, READ, descend
 
 __all__ = ["LocalWrites"]
 
-_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _TEMPORARY = ".uc-writing-"  # prefix of files not yet renamed into place
 
 
@@ -48,9 +48,10 @@ class LocalWrites:
 
     @classmethod
     def below(cls, root: str, folder: str, *, where: str) -> LocalWrites:
-        """The writes of ``folder``, walked down to from ``root`` (lexically below it; ValueError otherwise)."""
+        """The writes of ``folder``, walked down to from ``root`` (lexically below it, by the one
+        containment rule, :func:`~uc_jupyter.storage.locations.local_path_within`; ValueError otherwise)."""
         root, folder = os.path.normpath(root), os.path.normpath(folder)
-        if folder != root and not folder.startswith(root.rstrip("/") + "/"):
+        if not local_path_within(root, folder):
             raise ValueError(f"cannot write {where}: {folder} is not below its volume's root {root}")
         below = os.path.relpath(folder, root)
         return cls(root, "" if below == "." else below, where)
@@ -105,7 +106,7 @@ class LocalWrites:
         except FileNotFoundError:
             raise FileNotFoundError(f"{self.where}/{key} does not exist") from None
         try:
-            fd = os.open(name, _READ, dir_fd=folder)
+            fd = os.open(name, READ, dir_fd=folder)
         except OSError as exc:
             raise self._error(exc, key) from None
         finally:
@@ -175,7 +176,7 @@ class LocalWrites:
                             continue
                         if entry.is_dir(follow_symlinks=False):
                             with contextlib.suppress(FileNotFoundError, NotADirectoryError, OSError):
-                                pending.append((os.open(entry.name, _FOLDER, dir_fd=fd), f"{base}{entry.name}/"))
+                                pending.append((os.open(entry.name, LISTABLE, dir_fd=fd), f"{base}{entry.name}/"))
                         elif entry.is_file(follow_symlinks=False):
                             with contextlib.suppress(FileNotFoundError):  # removed since it was listed
                                 got = entry.stat(follow_symlinks=False)
@@ -194,32 +195,20 @@ class LocalWrites:
         """From the root's descriptor down ``self._below`` and then ``folders``: no symlink followed."""
         parts = [p for p in self._below.split("/") if p] + folders
         try:
-            fd = os.open(self.root, _FOLDER)
+            root = os.open(self.root, LISTABLE)
         except OSError as exc:
             raise self._error(exc, "") from None
         try:
-            for index, part in enumerate(parts):
-                try:
-                    child = os.open(part, _FOLDER, dir_fd=fd)
-                except FileNotFoundError:
-                    if not create:
-                        raise
-                    with contextlib.suppress(FileExistsError):  # another rank made it meanwhile
-                        os.mkdir(part, 0o755, dir_fd=fd)
-                    child = os.open(part, _FOLDER, dir_fd=fd)
-                except OSError as exc:
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise EscapesVolume(
-                            f"cannot write {self.where}: {'/'.join(parts[: index + 1])} is a symbolic link or a file, "
-                            "not a folder of the volume; remove it"
-                        ) from None
-                    raise
-                os.close(fd)
-                fd = child
-        except BaseException:
-            os.close(fd)
+            return descend(root, parts or ["."], LISTABLE, make=create)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise EscapesVolume(
+                    f"cannot write {self.where}: {exc.filename} is a symbolic link or a file, "
+                    "not a folder of the volume; remove it"
+                ) from None
             raise
-        return fd
+        finally:
+            os.close(root)
 
     def _error(self, exc: OSError, key: str) -> OSError:
         where = f"{self.where}/{key}" if key else self.where

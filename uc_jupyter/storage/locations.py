@@ -39,6 +39,7 @@ __all__ = [
     "canonical_location",
     "family_of",
     "local_path_of",
+    "local_path_within",
     "location_contains",
     "locations_overlap",
     "refused_local_path",
@@ -250,8 +251,8 @@ def _parts(canonical: str) -> tuple[str, str, str, tuple[str, ...]]:
     authority, _, key = rest.partition("/")
     if scheme in ("az", "abfss"):
         container, _, host = authority.partition("@")
-        return "azure", container, host.partition(".")[0], tuple(s for s in key.split("/") if s)
-    return scheme, authority, "", tuple(s for s in key.split("/") if s)
+        return "azure", container, host.partition(".")[0], _segments(key)
+    return scheme, authority, "", _segments(key)
 
 
 def location_contains(outer: str, inner: str) -> bool:
@@ -265,7 +266,28 @@ def location_contains(outer: str, inner: str) -> bool:
         False
     """
     a, b = _parts(canonical_location(outer)), _parts(canonical_location(inner))
-    return a[:3] == b[:3] and b[3][: len(a[3])] == a[3]
+    return a[:3] == b[:3] and _below(a[3], b[3])
+
+
+def local_path_within(outer: str, inner: str) -> bool:
+    """Is the absolute local path ``inner`` the folder ``outer`` or below it? The rule of
+    :func:`location_contains` (whole segments, ``.`` and ``..`` folded, lexically: resolve symlinks
+    first), without a location's validation: any path a file system holds may be asked about.
+
+    Example:
+        >>> local_path_within("/data/vol", "/data/vol/../vol/a"), local_path_within("/data/vol", "/data/volume")
+        (True, False)
+    """
+    return _below(_segments(_fold(outer)), _segments(_fold(inner)))
+
+
+def _segments(path: str) -> tuple[str, ...]:
+    return tuple(s for s in path.split("/") if s)
+
+
+def _below(outer: tuple[str, ...], inner: tuple[str, ...]) -> bool:
+    """The one containment rule: ``inner``'s segments begin with all of ``outer``'s."""
+    return inner[: len(outer)] == outer
 
 
 def locations_overlap(a: str, b: str) -> bool:

@@ -7,6 +7,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 __all__ = ["Entry", "Page"]
@@ -15,8 +16,10 @@ Entry = tuple[str, int, "str | None"]  # (path below the folder, size, version: 
 
 
 class Page(NamedTuple):
-    """Some files of the folder, and (for a listing without ``recursive``) the names of
-    sub-folders met on the way."""
+    """Some files of the folder, (for a listing without ``recursive``) the names of sub-folders met
+    on the way, and what the listing skipped: entries that are not regular files (a local folder's
+    symlinks, FIFOs, sockets; object stores have none)."""
 
     files: list[Entry]
     folders: list[str]
+    skipped: Sequence[str] = ()

@@ -6,8 +6,8 @@ chosen once per volume folder by :func:`open_storage`.
   every AWS credential source (:mod:`uc_jupyter.storage.credentials`).
 - any other fsspec protocol, and s3 options object_store cannot honour (named in a notice): fsspec.
   gs/Azure options it cannot honour are refused (no fsspec filesystem for them is installed).
-- ``file://`` volumes are not served here: :class:`~uc_jupyter.storage.local_volume.LocalVolume`
-  reads them (an openat walk from the volume's root, no symlink followed).
+- ``file://``: :class:`~uc_jupyter.storage.local_storage.LocalStorage`, which lists and copies
+  walking from the volume's root (``root=``) without following a symbolic link.
 
 object_store cannot run in a process forked from one that made a request: a dataset's maker lists
 in a short forked child and stays clean for its forked DataLoader workers, and
@@ -57,15 +57,26 @@ class VolumeStorage(Protocol):
         """Downloads of its files (``bucket/key`` remote paths, as fsspec spells them)."""
 
 
-def open_storage(url: str, options: Mapping[str, Any] | None, *, where: str = "") -> VolumeStorage:
+def open_storage(
+    url: str, options: Mapping[str, Any] | None, *, where: str = "", root: str | None = None
+) -> VolumeStorage:
     """The storage of the folder at ``url`` with the volume's storage ``options``; ``where`` (its
     /Volumes path) names it in errors. No request is made.
 
+    ``root``: for a ``file://`` folder, the volume's own storage URL (``url`` lies below it): every
+    walk starts there and follows no symlink on the way down. Without it, walks start at ``url``
+    itself (a symlink in ``url``'s own path is the caller's to rule out), as for
+    :func:`~uc_jupyter.storage.writes.open_writes`.
+
     Raises:
-        ValueError: ``url`` is a local folder, or the options are invalid for object_store.
+        ValueError: the options are invalid for object_store, or ``url`` is not below ``root``.
     """
     if st.is_local(url):
-        raise ValueError(f"{url} is a local folder: read it through LocalVolume, which follows no symlink")
+        from uc_jupyter.storage.local_storage import LocalStorage
+        from uc_jupyter.storage.local_volume import LocalVolume
+
+        volume = LocalVolume.below(st.local_path(root or url), st.local_path(url), where=where or url)
+        return LocalStorage(volume, url)
     given = dict(options or {})
     if is_object_store(url):
         try:

@@ -23,6 +23,7 @@ from uc_jupyter.storage.locations import (
     InvalidLocation,
     canonical_location,
     local_path_of,
+    local_path_within,
     locations_overlap,
     refused_local_path,
 )
@@ -141,10 +142,9 @@ def storage_path(location: str) -> str:
 
 
 def realpath_within(root: str, target: str) -> bool:
-    """For local paths: does ``target``, with every symlink followed, stay inside ``root``?"""
-    real_root = os.path.realpath(root)
-    real_target = os.path.realpath(target)
-    return real_target == real_root or real_target.startswith(real_root.rstrip(os.sep) + os.sep)
+    """For local paths: does ``target``, with every symlink followed, stay inside ``root``? (The one
+    containment rule, :func:`~uc_jupyter.storage.locations.local_path_within`, on the real paths.)"""
+    return local_path_within(os.path.realpath(root), os.path.realpath(target))
 
 
 def remove_location(location: str, storage_options: dict[str, Any] | None = None) -> None:

@@ -77,8 +77,7 @@ def export_table(
     where = str(target_path)
     resolved = cat.resolve_volume_path(where, write=True)  # WRITE VOLUME
     full_name = cat.resolve_table(name).table.full_name  # SELECT, checked before anything is written
-    root = resolved.volume.storage_location if st.is_local(resolved.url) else None
-    writes = open_writes(resolved.url, resolved.storage_options, where=where, root=root)
+    writes = open_writes(resolved.url, resolved.storage_options, where=where, root=resolved.volume.storage_location)
     keys = _keys(writes)
     previous = _committed(writes, keys, where)
     if mode == "error" and any(not key.startswith(".") for key in keys):

@@ -8,9 +8,11 @@ in one line: a manifest naming a missing file is not read as a smaller dataset. 
 a manifest (an export made before manifests, any other folder) is listed as always.
 
 Names come from the manifest's own checks (one file name each, under the export's own prefix), and
-the prefix is listed like the rest of the volume: a local one without following a symlink (a
-prefix or a file swapped for one is refused, or missing), a remote one through the folder's storage,
-in a forked child while this process is still clean (:func:`~uc_jupyter.storage.objects.fork_safe`).
+the prefix is listed like the rest of the volume, through its storage: a local one without following
+a symlink from the volume's root (a prefix or a file swapped for one is refused, or missing), an
+object store's in a forked child while this process is still clean
+(:func:`~uc_jupyter.storage.objects.fork_safe`). The manifest is read by its key, at most one byte
+more than a manifest may hold.
 
 Example:
     >>> resolved = get_catalog().resolve_volume_path("/Volumes/main/ml/exports/points")  # doctest: +SKIP
@@ -20,18 +22,16 @@ Example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from uc_jupyter.catalog import NotFound
-from uc_jupyter.storage import urls as st
 from uc_jupyter.storage.export_manifest import MANIFEST, MAX_MANIFEST_BYTES, Manifest, ManifestError
 
 if TYPE_CHECKING:
     from uc_jupyter.catalog import ResolvedVolumePath
-    from uc_jupyter.storage.local_volume import LocalVolume
     from uc_jupyter.storage.reads import VolumeStorage
+    from uc_jupyter.storage.writes import VolumeWrites
 
 __all__ = ["ExportIncomplete", "ManifestError", "committed_entries", "is_export"]
 
@@ -41,10 +41,7 @@ class ExportIncomplete(OSError):
 
 
 def committed_entries(
-    resolved: ResolvedVolumePath,
-    found: Sequence[tuple[str, int, str | None]],
-    *,
-    local: LocalVolume | None = None,
+    resolved: ResolvedVolumePath, found: Sequence[tuple[str, int, str | None]]
 ) -> list[tuple[str, int, str | None]] | None:
     """The committed files of the export folder ``resolved`` as ``(path below the folder, size,
     version)``, or None when its listing ``found`` has no manifest at its top (not an export).
@@ -56,8 +53,8 @@ def committed_entries(
     if not any(relative == MANIFEST for relative, _, _ in found):
         return None
     where = resolved.volume_path
-    manifest = Manifest.parse(_read_manifest(resolved, local), where=where)
-    listed = dict(_prefix_entries(resolved, manifest.prefix, local))
+    manifest = Manifest.parse(_read_manifest(resolved), where=where)
+    listed = dict(_prefix_entries(resolved, manifest.prefix))
     entries: list[tuple[str, int, str | None]] = []
     for file, key in zip(manifest.files, manifest.file_keys(), strict=True):
         size, version = listed.get(file.name, (None, None))
@@ -72,24 +69,17 @@ def committed_entries(
 
 
 def is_export(resolved: ResolvedVolumePath, storage: VolumeStorage | None) -> bool:
-    """Whether the folder holds an export's manifest at its top: one request for that key on
-    object storage (a listing of a flat folder's top could be a million keys, and the caller wants
-    to start on the first page of its own listing), one listing of the top elsewhere."""
-    if st.is_local(resolved.url):
-        from uc_jupyter.storage.local_volume import LocalVolume
-
-        return any(r == MANIFEST for r, _, _ in LocalVolume.of(resolved).entries(recursive=False)[0])
-    from uc_jupyter.storage.writes import open_writes
-
-    try:
-        writes = open_writes(resolved.url, resolved.storage_options, where=resolved.volume_path)
-    except ValueError:  # a storage only fsspec serves: list the top
-        writes = None
+    """Whether the folder holds an export's manifest at its top: one request for that key (a
+    listing of a flat folder's top could be a million keys, and the caller wants to start on the
+    first page of its own listing), one listing of the top where the storage takes no writes."""
+    writes = _writes(resolved)
     if writes is not None:
         try:
-            writes.read_bytes(MANIFEST)  # in a forked child while this process is clean (fork_safe)
-        except OSError:  # absent, or refused: the folder's own listing then says what is wrong
+            writes.read_range(MANIFEST, 0, 1)  # in a forked child while this process is clean (fork_safe)
+        except (FileNotFoundError, PermissionError):  # absent, or refused: the folder's listing says what is wrong
             return False
+        except OSError:  # there, but not readable so (a range of an empty object): its reader says what is wrong
+            return True
         return True
     if storage is None:
         from uc_jupyter.storage.reads import open_storage
@@ -98,41 +88,44 @@ def is_export(resolved: ResolvedVolumePath, storage: VolumeStorage | None) -> bo
     return any(r == MANIFEST for page in storage.pages(recursive=False) for r, _, _ in page.files)
 
 
-def _read_manifest(resolved: ResolvedVolumePath, local: LocalVolume | None) -> bytes:
-    if st.is_local(resolved.url):
-        from uc_jupyter.storage.local_volume import LocalVolume
-
-        fd = (local or LocalVolume.of(resolved)).open(MANIFEST, None)  # no symlink followed, never a FIFO
-        with os.fdopen(fd, "rb") as f:
-            data = f.read(MAX_MANIFEST_BYTES + 1)
-        return data
+def _writes(resolved: ResolvedVolumePath) -> VolumeWrites | None:
+    """The folder's writes (reads of one file by its key: a local one follows no symlink from the
+    volume's root), or None for a storage only fsspec serves."""
     from uc_jupyter.storage.writes import open_writes
 
-    writes = open_writes(resolved.url, resolved.storage_options, where=resolved.volume_path)
     try:
-        return writes.read_bytes(MANIFEST)  # in a forked child while this process is clean (fork_safe)
+        return open_writes(
+            resolved.url, resolved.storage_options, where=resolved.volume_path, root=resolved.volume.storage_location
+        )
+    except ValueError:
+        return None
+
+
+def _read_manifest(resolved: ResolvedVolumePath) -> bytes:
+    """The manifest's bytes, at most one past the most a manifest may hold (a larger one is refused
+    by its parser, never read whole)."""
+    writes = _writes(resolved)
+    if writes is None:
+        raise NotFound(f"{resolved.volume_path}/{MANIFEST} cannot be read from this storage")
+    try:
+        return writes.read_range(MANIFEST, 0, MAX_MANIFEST_BYTES + 1)  # in a clean child (fork_safe)
     except FileNotFoundError:
         raise NotFound(f"{resolved.volume_path}/{MANIFEST} was listed but is gone: list the folder again") from None
 
 
-def _prefix_entries(
-    resolved: ResolvedVolumePath, prefix: str, local: LocalVolume | None
-) -> Iterator[tuple[str, tuple[int, str | None]]]:
+def _prefix_entries(resolved: ResolvedVolumePath, prefix: str) -> Iterator[tuple[str, tuple[int, str | None]]]:
     """``(file name, (size, version))`` of the regular files right under the export's prefix."""
+    from uc_jupyter.storage.reads import open_storage
+
     where = f"{resolved.volume_path}/{prefix}"
     try:
-        if st.is_local(resolved.url):
-            from uc_jupyter.storage.local_volume import LocalVolume
-
-            volume = local or LocalVolume.of(resolved)
-            below = f"{volume.folder}/{prefix}" if volume.folder else prefix
-            files, _ = LocalVolume(volume.root, below, where).entries(recursive=False)
-            entries: Sequence[tuple[str, int, str | None]] = files
-        else:
-            from uc_jupyter.storage.reads import open_storage
-
-            storage = open_storage(f"{resolved.url.rstrip('/')}/{prefix}", resolved.storage_options, where=where)
-            entries = [entry for page in storage.pages(recursive=False) for entry in page.files]
+        storage = open_storage(
+            f"{resolved.url.rstrip('/')}/{prefix}",
+            resolved.storage_options,
+            where=where,
+            root=resolved.volume.storage_location,
+        )
+        entries = [entry for page in storage.pages(recursive=False) for entry in page.files]
     except (NotFound, FileNotFoundError):
         return  # every file it names is then missing: the caller says which
     for relative, size, version in entries:

@@ -54,7 +54,7 @@ from uc_jupyter.data.volume.window_files import ListingKeys, WantedFiles
 from uc_jupyter.storage import urls as st
 from uc_jupyter.storage.downloads import MAX_PREFETCH, Downloads, LazyDownloads
 from uc_jupyter.storage.errors import VolumeReadError
-from uc_jupyter.storage.local_downloads import LocalDownloads
+from uc_jupyter.storage.local_storage import LocalStorage
 from uc_jupyter.storage.local_volume import LocalVolume
 from uc_jupyter.storage.reads import VolumeStorage, open_storage
 from uc_jupyter.storage.retry import RetryPolicy
@@ -191,23 +191,23 @@ class UCVolumeDataset(PartitionedDataset):
         self._principal = resolving.current_principal() if self._renewal.due is not None else None
         self._catalog: Catalog | None = catalog
         self._path = resolved.volume_path
-        # Local volumes: every listing, check and read walks from the volume's root, no symlink followed.
-        self._volume: LocalVolume | None = LocalVolume.of(resolved) if self._local else None
-        # Remote volumes: one storage (client, credentials, retries) chosen here, for the listing
-        # and this process's downloads; workers make theirs from the options (see _storage_now).
-        self._url = resolved.url
+        # One storage (client, credentials, retries; for a local volume, walks from the volume's root
+        # that follow no symlink) chosen here, for the listing and this process's downloads; workers
+        # make theirs from the options (see _storage_now).
+        self._url, self._volume_url = resolved.url, resolved.volume.storage_location
         self._storage_options = resolved.storage_options
         self._storage: tuple[int, VolumeStorage] | None = None
         self._inherited: VolumeStorage | None = None
+        storage = self._storage_now()
+        # A local volume's files are also checked and opened where they lie (read in place).
+        self._volume: LocalVolume | None = storage.volume if isinstance(storage, LocalStorage) else None
         # Images are decoded from image files only, unless include= says which files to read.
         images = decodes_images(self.transform) and not self.include
-        storage = None if self._local else self._storage_now()
         self._listing: Listing | None = None
         self._growing: GrowingListing | None = None
         streams = recursive and not shuffle and label_by is None and getattr(storage, "in_key_order", False)
         if streams and not is_export(resolved, storage):  # an export is listed whole, from its manifest
             # An unshuffled pass reads in the listing's order: it can start on the first page.
-            assert storage is not None
             self._growing = GrowingListing(
                 storage.pages(recursive=True),
                 file_filter(self.include, self.exclude, is_image_file if images else None),
@@ -220,7 +220,6 @@ class UCVolumeDataset(PartitionedDataset):
                 recursive=recursive,
                 include=include,
                 exclude=exclude,
-                local=self._volume,
                 storage=storage,
                 keep=is_image_file if images else None,
                 kept="image files" if images else "matching files",
@@ -368,7 +367,7 @@ class UCVolumeDataset(PartitionedDataset):
                 # The parent's, kept (never used) so a forked worker does not garbage-collect an
                 # async client on its own event loop (which prints a "different loop" traceback).
                 self._inherited = self._storage[1]
-            made = open_storage(self._url, self._storage_options, where=self._path)
+            made = open_storage(self._url, self._storage_options, where=self._path, root=self._volume_url)
             self._storage = (os.getpid(), made)
         return self._storage[1]
 
@@ -444,9 +443,7 @@ class UCVolumeDataset(PartitionedDataset):
         plain = self.transform is None and not self.classes  # the item is the path itself
         handed_over, count = fetch.delivered, self._count_file
         files = self._files()  # a listing still arriving: the list that grows
-        wanted = WantedFiles(
-            files, self._keys, indices, root=self._root, where=self._path, local=self._volume is not None
-        )
+        wanted = WantedFiles(files, self._keys, indices, root=self._root, where=self._path)
         try:
             with contextlib.closing(fetch.run(wanted)) as delivered:
                 # The prefetcher first: its end (not the list's) must be reached for it to finish.
@@ -487,20 +484,17 @@ class UCVolumeDataset(PartitionedDataset):
         return True
 
     def _downloads(self, counters: StreamCounters) -> Downloads:
-        """Copies through checked descriptors for local volumes, else the volume's storage
-        (:mod:`uc_jupyter.storage.reads`), made at the pass's first miss (a pass of hits makes none).
-        Options that expire are renewed as the pass starts and before each batch of downloads."""
+        """The downloads of the volume's storage (:mod:`uc_jupyter.storage.reads`; a local volume's
+        are copies through checked descriptors), made at the pass's first miss (a pass of hits makes
+        none). Options that expire are renewed as the pass starts and before each batch of downloads."""
         threads = MAX_PREFETCH if self.prefetch is None else self.prefetch
-        volume = self._volume
-        if volume is not None:
-            return LazyDownloads(lambda: LocalDownloads(volume, self.listing.files, threads=min(threads, 16)))
         if self._renewal.due is None:
-            return LazyDownloads(lambda: self._remote_downloads(counters, threads))
+            return LazyDownloads(lambda: self._storage_downloads(counters, threads))
         self._renew()
-        return LazyDownloads(lambda: RenewingDownloads(lambda: self._remote_downloads(counters, threads), self._renew))
+        return LazyDownloads(lambda: RenewingDownloads(lambda: self._storage_downloads(counters, threads), self._renew))
 
-    def _remote_downloads(self, counters: StreamCounters, threads: int) -> Downloads:
-        """The downloads of a remote volume with the options held now."""
+    def _storage_downloads(self, counters: StreamCounters, threads: int) -> Downloads:
+        """The downloads of the volume's storage with the options held now."""
 
         def on_retry() -> None:
             self._count(counters, retries=1)

@@ -20,11 +20,9 @@ from typing import TYPE_CHECKING
 from uc_jupyter import options as opt
 from uc_jupyter.data.volume.committed import committed_entries
 from uc_jupyter.errors import UcJupyterWarning
-from uc_jupyter.storage import urls as st
 
 if TYPE_CHECKING:
     from uc_jupyter.catalog import ResolvedVolumePath
-    from uc_jupyter.storage.local_volume import LocalVolume
     from uc_jupyter.storage.reads import VolumeStorage
 
 __all__ = [
@@ -75,7 +73,6 @@ def list_volume(
     recursive: bool = False,
     include: str | Sequence[str] | None = None,
     exclude: str | Sequence[str] | None = None,
-    local: LocalVolume | None = None,
     keep: Callable[[str], bool] | None = None,
     kept: str = "matching files",
     storage: VolumeStorage | None = None,
@@ -84,13 +81,12 @@ def list_volume(
 
     ``include`` / ``exclude`` are glob patterns matched against the path below the folder; ``keep``
     narrows further (``kept`` names what it keeps, for the error when nothing is left). Files left
-    out (hidden ones aside) are counted in ``Listing.skipped``. A local
-    (``file://``) volume is listed without following symlinks (``local``: the folder to list, made
-    from ``resolved`` when not given): symlinks and other entries that are not regular files are
-    skipped, with one warning (see :mod:`uc_jupyter.storage.local_volume`). A remote volume is
-    listed through ``storage`` (:func:`~uc_jupyter.storage.open_storage` of ``resolved`` when
-    not given). A table export's folder (its manifest at the top) gives the files its manifest
-    commits and nothing else (:mod:`uc_jupyter.data.volume.committed`).
+    out (hidden ones aside) are counted in ``Listing.skipped``. The folder is listed through
+    ``storage`` (:func:`~uc_jupyter.storage.open_storage` of ``resolved`` when not given); a local
+    (``file://``) volume's follows no symlink, and what it skips (symlinks and other entries that
+    are not regular files) gets one warning (see :mod:`uc_jupyter.storage.local_volume`). A table
+    export's folder (its manifest at the top) gives the files its manifest commits and nothing else
+    (:mod:`uc_jupyter.data.volume.committed`).
 
     Raises:
         NotFound: the folder does not exist.
@@ -106,27 +102,18 @@ def list_volume(
     excludes = opt.globs("exclude", exclude)
     where = resolved.volume_path
     skipped: list[str] = []
-    found: Sequence[tuple[str, int, str | None]]
     folders: list[str] = []  # sub-folders a listing without recursive leaves out
-    if st.is_local(resolved.url):
-        from uc_jupyter.storage.local_volume import LocalVolume
-
-        local = local or LocalVolume.of(resolved)
-        found, skipped = local.entries(recursive=recursive)
-        if not recursive:
-            folders = local.sub_folders()
-    else:
-        found = _remote_entries(resolved, recursive, folders, storage)
-
+    storage = storage or volume_storage(resolved)
+    found = _entries(storage, recursive, folders, skipped)
     wanted = file_filter(includes, excludes, keep)
-    exported = committed_entries(resolved, found, local=local)  # an export folder: what its manifest names
+    exported = committed_entries(resolved, found)  # an export folder: what its manifest names
     files, visible = kept_files(found, wanted) if exported is None else kept_files(exported, wanted, hide=False)
     _warn_skipped(where, sorted(r for r in skipped if not _hidden(r) and wanted(r)))
     if not files:
         what = kept if includes or excludes or keep else "files"
         if not recursive:
             # Only on the way to an error: is what the user wants one level down (class folders)?
-            below = _entries(resolved, True, local, storage)
+            below = _entries(storage, True, [], [])
             deeper = sorted({r.split("/", 1)[0] for r, _, _ in below if not _hidden(r) and wanted(r)})
             if deeper:
                 shown = ", ".join(deeper[:3]) + (", ..." if len(deeper) > 3 else "")
@@ -177,30 +164,27 @@ def kept_files(
     )
 
 
-def _entries(
-    resolved: ResolvedVolumePath, recursive: bool, local: LocalVolume | None, storage: VolumeStorage | None
-) -> Sequence[tuple[str, int, str | None]]:
-    """What a listing of the folder finds (local: without following symlinks), before any filter."""
-    if st.is_local(resolved.url):
-        from uc_jupyter.storage.local_volume import LocalVolume
-
-        return (local or LocalVolume.of(resolved)).entries(recursive=recursive)[0]
-    return _remote_entries(resolved, recursive, [], storage)
-
-
-def _remote_entries(
-    resolved: ResolvedVolumePath, recursive: bool, folders: list[str], storage: VolumeStorage | None
-) -> list[tuple[str, int, str | None]]:
-    """``(path below the folder, size, version)`` of every file under the folder, through the
-    volume's storage (:mod:`uc_jupyter.storage.reads`); the names of the sub-folders a listing
-    without ``recursive`` met go into ``folders``."""
+def volume_storage(resolved: ResolvedVolumePath) -> VolumeStorage:
+    """The storage of a folder a catalog resolved (:func:`~uc_jupyter.storage.reads.open_storage`;
+    a local one walks from its volume's root)."""
     from uc_jupyter.storage.reads import open_storage
 
-    storage = storage or open_storage(resolved.url, resolved.storage_options, where=resolved.volume_path)
+    return open_storage(
+        resolved.url, resolved.storage_options, where=resolved.volume_path, root=resolved.volume.storage_location
+    )
+
+
+def _entries(
+    storage: VolumeStorage, recursive: bool, folders: list[str], skipped: list[str]
+) -> list[tuple[str, int, str | None]]:
+    """``(path below the folder, size, version)`` of every file under the folder, through its
+    storage (:mod:`uc_jupyter.storage.reads`); the names of the sub-folders a listing without
+    ``recursive`` met go into ``folders``, what it skipped (not regular files) into ``skipped``."""
     found: list[tuple[str, int, str | None]] = []
     for page in storage.pages(recursive=recursive):
         found.extend(page.files)
         folders.extend(page.folders)
+        skipped.extend(page.skipped)
     folders.sort()
     return found
 

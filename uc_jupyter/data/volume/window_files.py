@@ -42,8 +42,9 @@ class ListingKeys:
 
 class WantedFiles(Sequence[Wanted]):
     """The files of ``files`` at ``positions``, in that order. ``root`` is the folder's storage path
-    (a remote file's source is ``root/relative``); ``local`` files are copied by their position in
-    the listing (:class:`~uc_jupyter.storage.local_downloads.LocalDownloads`). Positions still
+    (a file's source is ``root/relative``: ``bucket/key`` on object storage, the local path of a
+    local volume's file, which :class:`~uc_jupyter.storage.local_downloads.LocalDownloads` copies
+    through its no-follow walk). Positions still
     arriving (:class:`~uc_jupyter.data.stream.partition.StreamPositions`) make a sequence that grows:
     :meth:`wait_beyond` waits for it."""
 
@@ -55,10 +56,9 @@ class WantedFiles(Sequence[Wanted]):
         *,
         root: str,
         where: str,
-        local: bool = False,
     ) -> None:
         self._files, self._keys, self._positions = files, keys, positions
-        self._root, self._where, self._local = root, where, local
+        self._root, self._where = root, where
 
     def __len__(self) -> int:
         return len(self._positions)
@@ -83,7 +83,7 @@ class WantedFiles(Sequence[Wanted]):
         """This runs per file of every pass: kept to plain indexing and slicing."""
         if not indices:
             return []
-        files, root, where, local = self._files, self._root, self._where, self._local
+        files, root, where = self._files, self._root, self._where
         digests = self._keys.upto(files, max(indices) + 1)
         wanted = []
         for index in indices:
@@ -91,6 +91,5 @@ class WantedFiles(Sequence[Wanted]):
             relative = remote.relative
             key = digests[32 * index : 32 * index + 32].hex()
             name = relative[relative.rfind("/") + 1 :]
-            source = str(index) if local else f"{root}/{relative}"
-            wanted.append(Wanted(key, remote.size, name, source, f"{where}/{relative}"))
+            wanted.append(Wanted(key, remote.size, name, f"{root}/{relative}", f"{where}/{relative}"))
         return wanted
