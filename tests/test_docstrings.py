@@ -8,7 +8,7 @@ from types import ModuleType
 import pytest
 
 import uc_jupyter.ucserver as ucserver
-from uc_jupyter import errors, lazy, options, processes, progress
+from uc_jupyter import errors, lazy, options, processes, progress, testing
 from uc_jupyter.catalog import delta_files, volume_paths
 from uc_jupyter.catalog import model as catalog_model
 from uc_jupyter.catalog.embedded import entry_locks, local, metastore, pending, secrets, tokens
@@ -58,7 +58,7 @@ from uc_jupyter.widgets import charts, view
         *(pace, remote, wanted, waits, clocks, scripts),
         *(accelerators, status, ray_cluster, checks, outcome),
         *(resume, position, renewal, rng, checkpoint_layout, writes, s3_answers, export_manifest),
-        *(keys, retry, stores, watch, downloads, catalog_model, volume_paths, cloud, storage_errors, nofollow),
+        *(keys, retry, stores, watch, downloads, catalog_model, volume_paths, cloud, storage_errors, nofollow, testing),
     ],
     ids=lambda m: m.__name__,
 )

@@ -14,7 +14,9 @@ other way round. What it holds, by concept:
   :mod:`~uc_jupyter.storage.pages`, :mod:`~uc_jupyter.storage.transfers`,
   :mod:`~uc_jupyter.storage.filesystem` (fsspec), :mod:`~uc_jupyter.storage.downloads` (the
   ``Downloads`` interface and its jobs).
-- Local folders: :mod:`~uc_jupyter.storage.local_volume` (the openat walk that follows no symlink),
+- Local folders, a backend like the others: :mod:`~uc_jupyter.storage.local_storage` (what
+  ``open_storage`` gives for ``file://``), :mod:`~uc_jupyter.storage.nofollow` (the one walk that
+  follows no symlink), :mod:`~uc_jupyter.storage.local_volume`,
   :mod:`~uc_jupyter.storage.local_downloads`, :mod:`~uc_jupyter.storage.local_writes`.
 - Writes: :mod:`~uc_jupyter.storage.writes` (``open_writes``).
 - Formats kept in storage: :mod:`~uc_jupyter.storage.delta_snapshot` (the one Delta opener) and
@@ -22,3 +24,5 @@ other way round. What it holds, by concept:
 - Failures: :mod:`~uc_jupyter.storage.errors` and :mod:`~uc_jupyter.storage.retry` (the one
   ``RetryPolicy``, which errors are transient).
 """
+
+__all__: list[str] = []  # internal: no name of it is part of the public API (tests/test_public_api.py)
