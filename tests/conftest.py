@@ -145,6 +145,7 @@ _SERVER_FIXTURES = frozenset(
         "ray_cluster",  # tests/conftest.py: the session's 2-node Ray cluster
         "s3_server",  # the S3 test server
         "moto",  # moto_server, moto_iam's or a plain one
+        "uploads",  # tests/ucserver/test_vending.py: a moto_iam of its own for multipart uploads
         "iam",  # moto_iam
         "az",  # Azurite
         "gcs",  # fake-gcs-server
