@@ -44,26 +44,25 @@ def descend(start: int, parts: Sequence[str], flags: int = WALKED, *, make: bool
     never returned for an empty ``parts``: use ``["."]`` for a descriptor of ``start``'s own).
     ``make``: a folder missing on the way is made (``mkdirat``, 0755; one another process makes
     meanwhile is used). An ``OSError`` names in ``filename`` the way up to the part that failed."""
-    fd = start
+    fd, walked = start, 0
     try:
-        for depth, part in enumerate(parts, start=1):
+        for part in parts:  # per file on a warm pass: kept to the opens themselves
             try:
-                try:
-                    following = os.open(part, flags, dir_fd=fd)
-                except FileNotFoundError:
-                    if not make:
-                        raise
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(part, 0o755, dir_fd=fd)
-                    following = os.open(part, flags, dir_fd=fd)
-            except OSError as exc:
-                exc.filename = "/".join(parts[:depth])
-                raise
+                following = os.open(part, flags, dir_fd=fd)
+            except FileNotFoundError:
+                if not make:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                following = os.open(part, flags, dir_fd=fd)
             if fd != start:
                 os.close(fd)
             fd = following
-    except BaseException:
+            walked += 1
+    except BaseException as exc:
         if fd != start:
             os.close(fd)
+        if isinstance(exc, OSError):
+            exc.filename = "/".join(parts[: walked + 1])
         raise
     return fd
