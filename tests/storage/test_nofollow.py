@@ -84,3 +84,14 @@ def test_a_folder_swapped_for_a_symlink_between_walks_is_refused(top: tuple[int,
     (root / "a" / "b").symlink_to(root / "outside")
     with pytest.raises(OSError, match=REFUSED):
         descend(start, ["a", "b"])
+
+
+def test_no_part_is_refused_rather_than_giving_start_back(top: tuple[int, Path]) -> None:
+    start, _ = top
+    with pytest.raises(ValueError, match=r"^descend needs a part to open: give \['\.'\]"):
+        descend(start, [])
+    own = descend(start, ["."])
+    try:
+        assert own != start and os.path.samestat(os.fstat(own), os.fstat(start))
+    finally:
+        os.close(own)

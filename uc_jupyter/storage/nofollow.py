@@ -40,10 +40,12 @@ READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 def descend(start: int, parts: Sequence[str], flags: int = WALKED, *, make: bool = False) -> int:
     """The folder at ``parts`` below the folder descriptor ``start``, opened with ``flags`` one
-    ``openat`` per part, none followed; the caller closes it (``start`` itself stays open and is
-    never returned for an empty ``parts``: use ``["."]`` for a descriptor of ``start``'s own).
+    ``openat`` per part, none followed; the caller closes it, and ``start`` stays open (so ``parts``
+    may not be empty, which would give ``start`` back: ``["."]`` is a descriptor of its own folder).
     ``make``: a folder missing on the way is made (``mkdirat``, 0755; one another process makes
     meanwhile is used). An ``OSError`` names in ``filename`` the way up to the part that failed."""
+    if not parts:
+        raise ValueError("descend needs a part to open: give ['.'] for a descriptor of start's own folder")
     fd, walked = start, 0
     try:
         for part in parts:  # per file on a warm pass: kept to the opens themselves
