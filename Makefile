@@ -90,7 +90,7 @@ test: lint java chromium ucclient azurite
 	$(VENV)/bin/pytest --durations=30
 
 # The edit-test loop: lint and every test that starts no server (no Spark, S3 server, moto, Azurite,
-# Ray, kernel, Jupyter or browser: tests/conftest.py marks those `servers`); about 4 minutes on 2 cores.
+# Ray, kernel, Jupyter or browser: tests/conftest.py marks those `servers`); about 3.5 minutes on 2 cores.
 check: lint
 	$(VENV)/bin/pytest -m 'not servers' -p no:cacheprovider --durations=10 -q
 
