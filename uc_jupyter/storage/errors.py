@@ -74,11 +74,12 @@ def as_os_error(exc: Exception) -> Exception:
     code = code_found.group(1) if code_found else ""
     message_found = _MESSAGE.search(text)
     message = message_found.group(1).strip().split("\n")[0].strip() if message_found else ""
+    line = first_line(exc)
     said = " ".join(part for part in (str(status), code) if part) + (f": {message}" if message else "")
-    shown = said if status else first_line(exc)
+    shown = said if status else line
     if status == 404:
         return FileNotFoundError(shown)
-    key_code = _KEY_CODE.search(first_line(exc))
+    key_code = _KEY_CODE.search(line)
     if (
         status in (401, 403)
         or name in ("PermissionDeniedError", "UnauthenticatedError")
@@ -87,7 +88,7 @@ def as_os_error(exc: Exception) -> Exception:
         return PermissionError(f"{shown}{_REFUSED}")
     if status is not None:
         return StorageResponseError(status, code or f"HTTP{status}", shown)
-    lowered = first_line(exc).lower()  # the debug dump names retry_timeout and the like whatever happened
+    lowered = line.lower()  # the debug dump names retry_timeout and the like whatever happened
     if any(word in lowered for word in _TIMEOUT):
         return TimeoutError(shown)
     if any(word in lowered for word in _CONNECTION):

@@ -44,7 +44,7 @@ from uc_jupyter.errors import EscapesVolume, NotFound
 from uc_jupyter.storage import urls as st
 from uc_jupyter.storage.downloads import changed_since_listing
 from uc_jupyter.storage.errors import VolumeReadError
-from uc_jupyter.storage.locations import local_path_within
+from uc_jupyter.storage.locations import local_path_below
 from uc_jupyter.storage.nofollow import LISTABLE, READ, WALKED, descend
 from uc_jupyter.storage.pages import Entry  # here the version is the modification time
 
@@ -93,12 +93,11 @@ class LocalVolume:
     @classmethod
     def below(cls, root: str, folder: str, *, where: str) -> LocalVolume:
         """The folder ``folder``, walked down to from ``root`` (both local paths; ``folder`` lexically
-        at or below ``root`` by :func:`~uc_jupyter.storage.locations.local_path_within`, else ValueError)."""
-        root, folder = os.path.normpath(root), os.path.normpath(folder)
-        if not local_path_within(root, folder):
-            raise ValueError(f"cannot read {where}: {folder} is not below its volume's root {root}")
-        below = os.path.relpath(folder, root)
-        return cls(root, "" if below == "." else below, where)
+        at or below ``root`` by :func:`~uc_jupyter.storage.locations.local_path_below`, else ValueError)."""
+        root, below = os.path.normpath(root), local_path_below(root, folder)
+        if below is None:
+            raise ValueError(f"cannot read {where}: {os.path.normpath(folder)} is not below its volume's root {root}")
+        return cls(root, below, where)
 
     @property
     def path(self) -> str:

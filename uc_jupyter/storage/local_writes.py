@@ -29,7 +29,7 @@ from typing import BinaryIO
 
 from uc_jupyter.errors import EscapesVolume
 from uc_jupyter.storage.keys import Listed, checked_key, checked_prefix
-from uc_jupyter.storage.locations import local_path_within
+from uc_jupyter.storage.locations import local_path_below
 from uc_jupyter.storage.nofollow import LISTABLE, READ, descend
 
 __all__ = ["LocalWrites"]
@@ -49,12 +49,11 @@ class LocalWrites:
     @classmethod
     def below(cls, root: str, folder: str, *, where: str) -> LocalWrites:
         """The writes of ``folder``, walked down to from ``root`` (lexically below it, by the one
-        containment rule, :func:`~uc_jupyter.storage.locations.local_path_within`; ValueError otherwise)."""
-        root, folder = os.path.normpath(root), os.path.normpath(folder)
-        if not local_path_within(root, folder):
-            raise ValueError(f"cannot write {where}: {folder} is not below its volume's root {root}")
-        below = os.path.relpath(folder, root)
-        return cls(root, "" if below == "." else below, where)
+        containment rule, :func:`~uc_jupyter.storage.locations.local_path_below`; ValueError otherwise)."""
+        root, below = os.path.normpath(root), local_path_below(root, folder)
+        if below is None:
+            raise ValueError(f"cannot write {where}: {os.path.normpath(folder)} is not below its volume's root {root}")
+        return cls(root, below, where)
 
     # ---------------------------------------------------------------- the seam
     def put_file(self, key: str, local_path: str | os.PathLike[str]) -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "bucket_and_key",
     "canonical_location",
     "family_of",
+    "local_path_below",
     "local_path_of",
     "local_path_within",
     "location_contains",
@@ -278,7 +279,19 @@ def local_path_within(outer: str, inner: str) -> bool:
         >>> local_path_within("/data/vol", "/data/vol/../vol/a"), local_path_within("/data/vol", "/data/volume")
         (True, False)
     """
-    return _below(_segments(_fold(outer)), _segments(_fold(inner)))
+    return local_path_below(outer, inner) is not None
+
+
+def local_path_below(outer: str, inner: str) -> str | None:
+    """``inner``'s path below ``outer`` (``"/"``-separated, ``""`` for ``outer`` itself), or None when it
+    is not within it (:func:`local_path_within`'s rule): where a walk from ``outer`` goes down.
+
+    Example:
+        >>> local_path_below("/data/vol", "/data/vol/run//a/"), local_path_below("/data/vol", "/data/vol")
+        ('run/a', '')
+    """
+    a, b = _segments(_fold(outer)), _segments(_fold(inner))
+    return "/".join(b[len(a) :]) if _below(a, b) else None
 
 
 def _segments(path: str) -> tuple[str, ...]:

@@ -26,12 +26,12 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from uc_jupyter.catalog import NotFound
+from uc_jupyter.data.volume.folder import folder_storage, folder_writes
 from uc_jupyter.storage.export_manifest import MANIFEST, MAX_MANIFEST_BYTES, Manifest, ManifestError
 
 if TYPE_CHECKING:
     from uc_jupyter.catalog import ResolvedVolumePath
     from uc_jupyter.storage.reads import VolumeStorage
-    from uc_jupyter.storage.writes import VolumeWrites
 
 __all__ = ["ExportIncomplete", "ManifestError", "committed_entries", "is_export"]
 
@@ -72,7 +72,7 @@ def is_export(resolved: ResolvedVolumePath, storage: VolumeStorage | None) -> bo
     """Whether the folder holds an export's manifest at its top: one request for that key (a
     listing of a flat folder's top could be a million keys, and the caller wants to start on the
     first page of its own listing), one listing of the top where the storage takes no writes."""
-    writes = _writes(resolved)
+    writes = folder_writes(resolved)
     if writes is not None:
         try:
             writes.read_range(MANIFEST, 0, 1)  # in a forked child while this process is clean (fork_safe)
@@ -81,30 +81,14 @@ def is_export(resolved: ResolvedVolumePath, storage: VolumeStorage | None) -> bo
         except OSError:  # there, but not readable so (a range of an empty object): its reader says what is wrong
             return True
         return True
-    if storage is None:
-        from uc_jupyter.storage.reads import open_storage
-
-        storage = open_storage(resolved.url, resolved.storage_options, where=resolved.volume_path)
+    storage = storage or folder_storage(resolved)
     return any(r == MANIFEST for page in storage.pages(recursive=False) for r, _, _ in page.files)
-
-
-def _writes(resolved: ResolvedVolumePath) -> VolumeWrites | None:
-    """The folder's writes (reads of one file by its key: a local one follows no symlink from the
-    volume's root), or None for a storage only fsspec serves."""
-    from uc_jupyter.storage.writes import open_writes
-
-    try:
-        return open_writes(
-            resolved.url, resolved.storage_options, where=resolved.volume_path, root=resolved.volume.storage_location
-        )
-    except ValueError:
-        return None
 
 
 def _read_manifest(resolved: ResolvedVolumePath) -> bytes:
     """The manifest's bytes, at most one past the most a manifest may hold (a larger one is refused
     by its parser, never read whole)."""
-    writes = _writes(resolved)
+    writes = folder_writes(resolved)
     if writes is None:
         raise NotFound(f"{resolved.volume_path}/{MANIFEST} cannot be read from this storage")
     try:
@@ -115,16 +99,8 @@ def _read_manifest(resolved: ResolvedVolumePath) -> bytes:
 
 def _prefix_entries(resolved: ResolvedVolumePath, prefix: str) -> Iterator[tuple[str, tuple[int, str | None]]]:
     """``(file name, (size, version))`` of the regular files right under the export's prefix."""
-    from uc_jupyter.storage.reads import open_storage
-
-    where = f"{resolved.volume_path}/{prefix}"
     try:
-        storage = open_storage(
-            f"{resolved.url.rstrip('/')}/{prefix}",
-            resolved.storage_options,
-            where=where,
-            root=resolved.volume.storage_location,
-        )
+        storage = folder_storage(resolved, prefix)
         entries = [entry for page in storage.pages(recursive=False) for entry in page.files]
     except (NotFound, FileNotFoundError):
         return  # every file it names is then missing: the caller says which

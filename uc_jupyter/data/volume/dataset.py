@@ -185,9 +185,9 @@ class UCVolumeDataset(PartitionedDataset):
             raise TypeError(f"invalid retry {retry!r}: give a RetryPolicy or None")
         resolving = catalog or get_catalog()
         resolved = resolving.resolve_volume_path(path)
-        self._local = st.is_local(resolved.url)
+        local = st.is_local(resolved.url)
         # Local files have no keys to renew; remote ones renew theirs as whoever made the dataset.
-        self._renewal = Renewal(None if self._local else resolved.expires_at, clock=clock)
+        self._renewal = Renewal(None if local else resolved.expires_at, clock=clock)
         self._principal = resolving.current_principal() if self._renewal.due is not None else None
         self._catalog: Catalog | None = catalog
         self._path = resolved.volume_path
@@ -228,7 +228,7 @@ class UCVolumeDataset(PartitionedDataset):
         self._root = resolved.path.rstrip("/")
         # Local volumes are read where they lie unless "always"; remote ones always go through
         # the cache, which with "never" only streams files through (nothing is kept).
-        self.in_place = self._local and cache != "always"
+        self.in_place = local and cache != "always"
         self._keep = cache != "never"
         self.prefetch = prefetch
         self.classes: tuple[str, ...] = ()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from uc_jupyter import options as opt
 from uc_jupyter.data.volume.committed import committed_entries
+from uc_jupyter.data.volume.folder import folder_storage
 from uc_jupyter.errors import UcJupyterWarning
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ def list_volume(
     where = resolved.volume_path
     skipped: list[str] = []
     folders: list[str] = []  # sub-folders a listing without recursive leaves out
-    storage = storage or volume_storage(resolved)
+    storage = storage or folder_storage(resolved)
     found = _entries(storage, recursive, folders, skipped)
     wanted = file_filter(includes, excludes, keep)
     exported = committed_entries(resolved, found)  # an export folder: what its manifest names
@@ -161,16 +162,6 @@ def kept_files(
     visible = [entry for entry in entries if not (hide and _hidden(entry[0]))]
     return [RemoteFile(relative, size, version) for relative, size, version in visible if wanted(relative)], len(
         visible
-    )
-
-
-def volume_storage(resolved: ResolvedVolumePath) -> VolumeStorage:
-    """The storage of a folder a catalog resolved (:func:`~uc_jupyter.storage.reads.open_storage`;
-    a local one walks from its volume's root)."""
-    from uc_jupyter.storage.reads import open_storage
-
-    return open_storage(
-        resolved.url, resolved.storage_options, where=resolved.volume_path, root=resolved.volume.storage_location
     )
 
 
