@@ -335,6 +335,7 @@ def shell(world: dict[str, Any]) -> Iterator[InteractiveShell]:
     ip.run_line_magic("config", "UCMagics.monitor = False")
     yield ip
     ip.run_line_magic("unload_ext", "uc_jupyter")
+    ip.run_line_magic("config", "UCMagics.monitor = True")  # the shell is the process's one: its default back
     if hasattr(sys, "uc_pwned"):
         delattr(sys, "uc_pwned")
 

@@ -58,6 +58,7 @@ def shell(demo: LocalCatalog) -> Iterator[InteractiveShell]:
     ip.run_line_magic("config", "UCMagics.monitor = False")  # the dashboard is not what is tested here
     yield ip
     ip.run_line_magic("unload_ext", "uc_jupyter")
+    ip.run_line_magic("config", "UCMagics.monitor = True")  # the shell is the process's one: its default back
 
 
 def run(shell: InteractiveShell, line: str) -> Any:

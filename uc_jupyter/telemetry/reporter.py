@@ -41,21 +41,23 @@ class Reporter:
         self._put = put
         self._interval = 1.0 / rate
         self._clock = clock
-        self._next_due = float("-inf")
+        # When the next sample is due (on ``clock``): a loop that runs per batch may compare its own
+        # clock reading with it instead of calling maybe_publish (uc_jupyter.data.loader.loop_timing).
+        self.next_due = float("-inf")
         self.sent = 0
         self.dropped = 0
 
     def maybe_publish(self, build: Callable[[], Any]) -> bool:
         """Publish ``build()`` when the last publication is at least one interval old."""
         now = self._clock()
-        if now < self._next_due:
+        if now < self.next_due:
             return False
-        self._next_due = now + self._interval
+        self.next_due = now + self._interval
         return self._send(build())
 
     def publish(self, sample: Any) -> bool:
         """Publish now, whatever the rate (at the end of an epoch, before exiting)."""
-        self._next_due = self._clock() + self._interval
+        self.next_due = self._clock() + self._interval
         return self._send(sample)
 
     def _send(self, sample: Any) -> bool:

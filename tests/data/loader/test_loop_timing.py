@@ -11,7 +11,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from uc_jupyter.data.loader.loop_timing import BatchTiming, LoopTiming, batch_len
+from uc_jupyter.data.loader.loop_timing import LoopTiming, batch_len
 from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram
 
 seconds = st.floats(min_value=0.0, max_value=100.0, allow_nan=False)
@@ -20,8 +20,8 @@ seconds = st.floats(min_value=0.0, max_value=100.0, allow_nan=False)
 @given(st.lists(st.tuples(seconds, seconds, st.integers(1, 64)), max_size=30))
 def test_the_counters_are_the_sums_and_histograms_of_every_batch(batches: list[tuple[float, float, int]]) -> None:
     timing = LoopTiming()
-    for index, (fetch, compute, size) in enumerate(batches):
-        timing.add(BatchTiming(index, 0, fetch, compute, size, worker=None))
+    for fetch, compute, size in batches:
+        timing.add(fetch, compute, size)
     sample = timing.sample(rank=3, now=9.0, started=1.0, depths=(2, 0, 1))
     assert (sample.rank, sample.worker, sample.seq, sample.time, sample.started) == (3, MAIN_WORKER, 1, 9.0, 1.0)
     assert (sample.batches, sample.samples) == (len(batches), sum(size for _, _, size in batches))

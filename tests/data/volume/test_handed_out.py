@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,45 @@ def test_a_consumer_that_says_nothing_keeps_a_whole_completed_pass_and_nothing_o
     for f in files[2:]:
         other.add(f)
     assert other.finish(completed=False) == [] and present(files) == [False] * 4
+
+
+def test_the_stage_hands_out_runs_in_order_and_a_pass_stopped_early_releases_what_it_did_not_hand_out(
+    cache: FileCache,
+) -> None:
+    files = [streamed(cache, i) for i in range(5)]
+    closed: list[bool] = []
+
+    def runs() -> Generator[list[CachedFile], None, None]:  # the fetch-ahead window's runs of pinned files
+        try:
+            yield files[:3]
+            yield files[3:]
+        finally:
+            closed.append(True)
+
+    counted: list[int] = []
+    ended: list[tuple[list[CachedFile], bool]] = []
+    held = Held(cache, window=100, consumer=UNKNOWN)
+    items = held.hand_out(runs(), range(5), None, lambda size, *_: counted.append(size), lambda *e: ended.append(e))
+    assert next(items) == files[0].path
+    items.close()  # the loop stopped after one file
+    assert closed == [True] and ended == [([], False)]  # nothing kept of a stopped pass: it moved on
+    assert counted == [1000]
+    assert present(files) == [False, False, False, True, True]  # the rest of its run released too
+    for f in files[3:]:  # the window's own, never handed out
+        cache.release(f)
+
+
+def test_the_stage_decodes_each_file_and_without_hold_releases_it_once_its_item_is_made(cache: FileCache) -> None:
+    files = [streamed(cache, i, size=10 + i) for i in range(4)]
+    ended: list[tuple[list[CachedFile], bool]] = []
+    held = Held(cache, window=100, consumer=UNKNOWN, hold=False)
+
+    def decode(path: str, position: int) -> tuple[int, int]:  # the decode stage: sees the file, then it may go
+        assert present([files[position]]) == [True]
+        return position, len(Path(path).read_bytes())
+
+    items = held.hand_out(
+        (run for run in [files[:1], files[1:]]), [0, 1, 2, 3], decode, lambda *_: None, lambda *e: ended.append(e)
+    )
+    assert list(items) == [(0, 10), (1, 11), (2, 12), (3, 13)]
+    assert present(files) == [False] * 4 and ended == [([], True)]

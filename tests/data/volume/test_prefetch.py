@@ -1,8 +1,8 @@
-"""The fetch-ahead of one stream through the cache, through its public class: hits and misses in
-order, the window and its batched reservations, a budget too small for the files in flight (what is
-relieved), downloads cancelled when the consumer stops, download errors and a full disk that must
-reach the consuming loop, and the pace measured on an injected clock (the pace on its own:
-test_pace.py). Downloads are the test's own objects (:class:`Controlled`, the Downloads protocol)
+"""The fetch-ahead of one stream through the cache, through its public class (and composed with the
+hand-out stage after it, as a dataset's pass is): hits and misses in order, the window and its
+batched reservations, a budget too small for the files in flight (what is relieved), downloads
+cancelled when the consumer stops, download errors and a full disk that must reach the consuming
+loop, and the pace measured on an injected clock (the pace on its own: test_pace.py). Downloads are the test's own objects (:class:`Controlled`, the Downloads protocol)
 or fsspec's local filesystem."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,8 @@ from fsspec.implementations.local import LocalFileSystem
 
 from tests.data.conftest import wall_clock, write_files
 from uc_jupyter.data import DataLoader, UCVolumeDataset, decode_bytes
-from uc_jupyter.data.cache import FileCache
-from uc_jupyter.data.stream.loop_progress import Progress
+from uc_jupyter.data.cache import CachedFile, FileCache
+from uc_jupyter.data.stream.loop_progress import UNKNOWN, Consumer, Progress
 from uc_jupyter.data.volume.handed_out import Held
 from uc_jupyter.data.volume.prefetch import Prefetcher
 from uc_jupyter.storage.downloads import Job, ThreadDownloads, Wanted
@@ -48,19 +48,41 @@ def source_files(folder: Path, sizes: Sequence[int]) -> list[tuple[Wanted, bytes
     return made
 
 
-def stream(fetch: Prefetcher, wanted: Sequence[Wanted], downloads: list[bool] | None = None) -> list[bytes]:
-    """Run one pass the way a consumer does: use each file, then hand it back; ``downloads`` gets
-    whether each file was downloaded."""
-    read = []
-    for got in fetch.run(wanted):
-        read.append(Path(got.path).read_bytes())
-        if downloads is not None:
-            downloads.append(got.downloaded)
-        fetch.delivered(got)
+class Pass:
+    """One pass as a dataset composes it: the fetch-ahead window, then the hand-out stage that keeps
+    each file pinned while ``consumer`` may use it (its ``relieve`` is the window's)."""
+
+    def __init__(
+        self, cache: FileCache, downloads: Any, *, consumer: Consumer = UNKNOWN, window: int = 512, **options: Any
+    ) -> None:
+        self.held = Held(cache, window, consumer)
+        relieve = self.held.relieve
+        self.fetch = Prefetcher(
+            cache, downloads, group="g", keep=True, window=window, consumer=consumer, relieve=relieve, **options
+        )
+        self.counted: list[tuple[bool, bool]] = []  # (downloaded, resident) of each file handed out
+        self.lingering: list[CachedFile] = []  # what the pass left pinned when it ended
+
+    def paths(self, wanted: Sequence[Wanted]) -> Iterator[str]:
+        def count(size: int, downloaded: bool, resident: bool) -> None:
+            self.counted.append((downloaded, resident))
+
+        def ended(lingering: list[CachedFile], completed: bool) -> None:
+            self.lingering = lingering
+
+        return self.held.hand_out(self.fetch.run(wanted), range(len(wanted)), None, count, ended)
+
+
+def stream(fetch: Pass, wanted: Sequence[Wanted], downloads: list[bool] | None = None) -> list[bytes]:
+    """Run one pass the way a consumer does: read each file; ``downloads`` gets whether each file
+    was downloaded."""
+    read = [Path(path).read_bytes() for path in fetch.paths(wanted)]
+    if downloads is not None:
+        downloads.extend(downloaded for downloaded, _ in fetch.counted)
     return read
 
 
-def consume_within(seconds: float, fetch: Prefetcher, wanted: Sequence[Wanted]) -> BaseException | list[bytes]:
+def consume_within(seconds: float, fetch: Pass, wanted: Sequence[Wanted]) -> BaseException | list[bytes]:
     """:func:`stream` on a thread; what it returned or raised, failing the test if it hangs."""
     outcome: list[BaseException | list[bytes]] = []
 
@@ -141,7 +163,7 @@ def test_a_pass_yields_every_file_in_order_and_the_next_pass_hits(tmp_path: Path
     for expected_downloads in (100, 0):
         downloads = ThreadDownloads(LocalFileSystem(), ONCE, threads=8)
         fetch = Prefetcher(cache, downloads, group="g", keep=True)
-        got = list(fetch.run(wanted))
+        got = [g for run in fetch.run(wanted) for g in run]
         assert [Path(g.path).read_bytes() for g in got] == [content for _, content in files]
         assert sum(g.downloaded for g in got) == expected_downloads
         for g in got:
@@ -163,14 +185,14 @@ def test_a_budget_between_one_and_two_files_streams_every_file_through(tmp_path:
     files = source_files(tmp_path / "volume", sizes)
     clock = wall_clock()
     cache = FileCache(tmp_path / "cache", max_bytes=1500, min_free_bytes=0, clock=clock, sleep=clock.sleep)
-    fetch = Prefetcher(cache, ThreadDownloads(LocalFileSystem(), ONCE, threads=4), group="g", keep=True)
+    fetch = Pass(cache, ThreadDownloads(LocalFileSystem(), ONCE, threads=4))
     assert stream(fetch, [w for w, _ in files]) == [content for _, content in files]
     assert len(fetch.lingering) == 1  # the last file stays until the next pass (a batch may hold it)
     for leftover in fetch.lingering:
         cache.release(leftover)
     stats = cache.stats()
     assert (stats.entries, stats.in_flight_bytes) == (0, 0)  # none kept: each streamed in turn
-    fetch.downloads.close()
+    fetch.fetch.downloads.close()
 
 
 def test_a_budget_for_a_few_files_keeps_what_fits_and_streams_the_rest(tmp_path: Path) -> None:
@@ -179,13 +201,13 @@ def test_a_budget_for_a_few_files_keeps_what_fits_and_streams_the_rest(tmp_path:
     cache = FileCache(tmp_path / "cache", max_bytes=3500, min_free_bytes=0, clock=clock, sleep=clock.sleep)
     # Resident files may take 3500 - 1000 bytes (room for one more to stream past): two stay.
     for expected in ([True] * 10, [False] * 2 + [True] * 8):
-        fetch = Prefetcher(cache, ThreadDownloads(LocalFileSystem(), ONCE, threads=4), group="g", keep=True)
+        fetch = Pass(cache, ThreadDownloads(LocalFileSystem(), ONCE, threads=4))
         downloaded: list[bool] = []
         assert stream(fetch, [w for w, _ in files], downloaded) == [content for _, content in files]
         assert downloaded == expected
         for leftover in fetch.lingering:
             cache.release(leftover)
-        fetch.downloads.close()
+        fetch.fetch.downloads.close()
         stats = cache.stats()
         assert (stats.entries, stats.resident_bytes, stats.in_flight_bytes) == (2, 2000, 0)
 
@@ -234,13 +256,13 @@ class FullDisk(LocalFileSystem):  # fsspec's local filesystem, whose downloads l
 def test_a_full_disk_under_thread_downloads_raises_in_the_loop_naming_the_file(tmp_path: Path) -> None:
     files = source_files(tmp_path / "volume", [500] * 20)
     cache = FileCache(tmp_path / "cache", max_bytes=10**6, min_free_bytes=0)
-    fetch = Prefetcher(cache, ThreadDownloads(FullDisk(), ONCE, threads=4), group="g", keep=True)
+    fetch = Pass(cache, ThreadDownloads(FullDisk(), ONCE, threads=4))
     error = consume_within(30, fetch, [w for w, _ in files])
     assert isinstance(error, VolumeReadError)
     assert str(error).startswith(
         f"cannot read /Volumes/main/ml/v/f000.bin: the disk holding the cache {cache.root} is full"
     )
-    fetch.downloads.close()
+    fetch.fetch.downloads.close()
     assert_nothing_left_in_flight(cache)
 
 
@@ -250,7 +272,7 @@ def test_a_full_disk_under_any_downloads_raises_in_the_loop_naming_the_file(tmp_
     files = source_files(tmp_path / "volume", [500] * 20)
     cache = FileCache(tmp_path / "cache", max_bytes=10**6, min_free_bytes=0)
     downloads = Controlled(fail=OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
-    fetch = Prefetcher(cache, downloads, group="g", keep=True)
+    fetch = Pass(cache, downloads)
     error = consume_within(30, fetch, [w for w, _ in files])
     assert isinstance(error, VolumeReadError)
     assert str(error) == (
@@ -274,18 +296,17 @@ def test_misses_start_in_order_in_batches_that_fill_the_window(tmp_path: Path) -
     wanted = [w for w, _ in files]
     cache = FileCache(tmp_path / "cache", max_bytes=10**6, min_free_bytes=0)
     downloads = Controlled()
-    fetch = Prefetcher(cache, downloads, group="g", keep=True, prefetch=4)
+    fetch = Pass(cache, downloads, prefetch=4)
     ahead = []
-    for yielded, got in enumerate(fetch.run(wanted), start=1):
+    for yielded, _ in enumerate(fetch.paths(wanted), start=1):
         ahead.append(sum(map(len, downloads.batches)) - yielded)  # started, not yet handed out
-        fetch.delivered(got)
     sources = [w.source for w in wanted]
     assert downloads.batches == [sources[0:4], sources[4:8], sources[8:10]]  # one reservation each
     assert max(ahead) <= 4 - 1  # never more than the window ahead of the consumer
     for leftover in fetch.lingering:
         cache.release(leftover)
     downloads.batches.clear()
-    again = Prefetcher(cache, downloads, group="g", keep=True, prefetch=4)
+    again = Pass(cache, downloads, prefetch=4)
     assert stream(again, wanted) == [content for _, content in files]
     assert downloads.batches == []  # every file a hit: pinned, nothing started
 
@@ -298,7 +319,7 @@ def test_the_window_reserves_only_what_fits_and_relieves_delivered_files_for_the
     clock = wall_clock()
     cache = FileCache(tmp_path / "cache", max_bytes=3500, min_free_bytes=0, clock=clock, sleep=clock.sleep)
     downloads = Controlled()
-    fetch = Prefetcher(cache, downloads, group="g", keep=True, prefetch=8)
+    fetch = Pass(cache, downloads, prefetch=8)
     assert stream(fetch, wanted) == [content for _, content in files]
     assert len(downloads.batches[0]) < len(wanted)  # not every file was reserved up front
     assert [s for batch in downloads.batches for s in batch] == [w.source for w in wanted]  # each once, in order
@@ -316,20 +337,18 @@ def test_closing_a_pass_cancels_its_downloads_and_gives_their_room_back(tmp_path
     fetch = Prefetcher(cache, downloads, group="g", keep=True, prefetch=6)
     run = fetch.run(wanted)
     first: list[Any] = []
-    consumer = threading.Thread(target=lambda: first.append(next(run)), daemon=True)
+    consumer = threading.Thread(target=lambda: first.extend(next(run)), daemon=True)
     consumer.start()  # it waits in next() for the first file
     assert downloads.started.wait(10)
     downloads.finish(wanted[0].source)
     consumer.join(10)
-    assert Path(first[0].path).read_bytes() == files[0][1]
+    assert [Path(got.path).read_bytes() for got in first] == [files[0][1]]  # the only file ready: a run of one
     assert cache.stats().in_flight_bytes == 5 * 1000  # the other five reserved
-    fetch.delivered(first[0])
+    cache.release(first[0])
     run.close()  # the consumer stops early
     assert sorted(downloads.cancelled) == sorted(w.source for w in wanted[1:])
     assert downloads.held == {}
     assert cache.stats().in_flight_bytes == 0  # their room given back
-    for leftover in fetch.lingering:
-        cache.release(leftover)
     assert cache.stats().entries == 1  # only the file that was downloaded stays
 
 
@@ -338,12 +357,12 @@ def test_the_pace_measures_downloads_on_the_clock_it_is_given(tmp_path: Path) ->
     clock = wall_clock()
     cache = FileCache(tmp_path / "cache", max_bytes=10**6, min_free_bytes=0)
     downloads = Controlled(clock=clock, took=0.25)
-    fetch = Prefetcher(cache, downloads, group="g", keep=True, clock=clock)
-    for got in fetch.run([w for w, _ in files]):
+    fetch = Pass(cache, downloads, clock=clock)
+    for _ in fetch.paths([w for w, _ in files]):
         clock.sleep(0.01)  # the consumer's work per file
-        fetch.delivered(got)
-    assert fetch.pace.fetch_seconds == pytest.approx(0.25, abs=1e-6)
-    assert fetch.pace.consume_seconds >= 0.01 - 1e-6  # the consumer's own work per file at least, on that clock
+    pace = fetch.fetch.pace
+    assert pace.fetch_seconds == pytest.approx(0.25, abs=1e-6)
+    assert pace.consume_seconds >= 0.01 - 1e-6  # the consumer's own work per file at least, on that clock
     assert len(downloads.batches[0]) == 64  # before anything was measured
 
 
@@ -358,13 +377,11 @@ def test_the_resident_set_leaves_room_for_the_files_in_use_and_the_rest_streams_
     progress = Progress(workers=0, batch_size=4)
     progress.new_pass()
     downloads = Controlled()
-    fetch = Prefetcher(cache, downloads, group="g", keep=True, prefetch=4, consumer=progress.consumer(0))
-    kept = []
-    for position, got in enumerate(fetch.run([w for w, _ in files]), start=1):
-        kept.append(got.resident)
-        fetch.delivered(got)
+    fetch = Pass(cache, downloads, prefetch=4, consumer=progress.consumer(0))
+    for position, _ in enumerate(fetch.paths([w for w, _ in files]), start=1):
         if position % 4 == 0:
             progress.moved_past(0)  # the loop asks for the batch after this one
+    kept = [resident for _, resident in fetch.counted]
     # Room kept: (8 in use + 4 in the window) files, at most half the budget: 10,000 bytes of the
     # 18,000 the resident set may take; checked before each window of 4.
     assert kept == [True] * 12 + [False] * 28

@@ -1,7 +1,8 @@
-"""The checks a cache hit makes before a file is served.
+"""A cache hit: the object pinned, checked and handed out, in one call (:meth:`Checks.lookup_many`).
 
-A hit opens, share-locks (pins) and ``fstat``\\s the object, then proves it unchanged since it was
-downloaded in the cheapest way that can (see :mod:`uc_jupyter.data.cache.integrity`):
+A hit opens, share-locks (pins: :mod:`uc_jupyter.data.cache.pins`) and ``fstat``\\s the object,
+then proves it unchanged since it was downloaded in the cheapest way that can (see
+:mod:`uc_jupyter.data.cache.integrity`, whose seal :func:`is_stamped` reads):
 
 1. its seal: one ``fgetxattr`` on the descriptor already open (about 1 µs);
 2. else its fingerprint in the index, read for a whole window of files at once and remembered by
@@ -23,6 +24,8 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import stat
 import warnings
@@ -33,9 +36,9 @@ from uc_jupyter.data.cache import layout, ledger
 from uc_jupyter.data.cache.errors import CacheIntegrityWarning
 from uc_jupyter.data.cache.handles import CachedFile
 from uc_jupyter.data.cache.index import Index
-from uc_jupyter.data.cache.integrity import fingerprint, is_stamped, seal, stamp
+from uc_jupyter.data.cache.integrity import SEAL, SLACK_NS, XATTR, fingerprint, seal, stamp
 from uc_jupyter.data.cache.ledger import Record
-from uc_jupyter.data.cache.pins import NotAFile, Pin, pin_file
+from uc_jupyter.data.cache.pins import NOT_A_FILE, OPEN_FLAGS, SHARE_NOWAIT, NotAFile, Pin
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
     # What a lookup is asked for: (key, size, name), or a tuple that starts so (the prefetcher's Wanted).
     Wants = tuple[str, int, str, Unpack[tuple[object, ...]]]
 
-__all__ = ["Checks"]
+__all__ = ["Checks", "is_stamped", "pin_file"]
 
 _MEMO_KEPT = 1 << 16  # index fingerprints a process remembers (about 16 MB); past that it starts afresh
 
@@ -57,7 +60,9 @@ class Checks:
     def lookup_many(self, wanted: Sequence[Wants]) -> list[CachedFile | None]:
         """The pinned, checked file of each ``(key, size, name, ...)``, or None."""
         hit = self._hit
-        found = [hit(item[0], item[1], item[2]) for item in wanted]
+        found: list[CachedFile | _Doubt | None] = []
+        for item in wanted:  # a loop, not a comprehension: it runs per window of every pass
+            found.append(hit(item[0], item[1], item[2]))
         doubtful = [i for i, got in enumerate(found) if got.__class__ is _Doubt]
         if doubtful:
             stamps = self._stamps([wanted[i][0] for i in doubtful])
@@ -84,8 +89,8 @@ class Checks:
         if pinned is None:
             return None
         pin, found = pinned
-        if is_stamped(pin.fd, found, size):
-            return CachedFile._hit(key, path, size, pin)
+        if is_stamped(pin.fileno(), found, size):
+            return _served(key, path, size, pin)
         return _Doubt(path, pin, found)
 
     def _settle(self, key: str, size: int, doubt: _Doubt, stamp_: ledger.Stamp | None) -> CachedFile | None:
@@ -93,7 +98,7 @@ class Checks:
         a hash shows its content to be what was downloaded (then sealed again); else a miss."""
         path, pin, found = doubt
         if stamp_ is None:  # nothing this cache downloaded under that name (planted, or not entered)
-            pin.release()
+            pin.close()
             return None
         if (
             found.st_ino == stamp_[1]
@@ -101,7 +106,7 @@ class Checks:
             and found.st_ctime_ns == stamp_[3]
             and found.st_size == size
         ) or self._check_again(key, path, size, pin, found):
-            return CachedFile._hit(key, path, size, pin)
+            return _served(key, path, size, pin)
         return None
 
     def _stamps(self, keys: list[str]) -> dict[str, ledger.Stamp]:
@@ -141,7 +146,7 @@ class Checks:
         local = self._index.local()
         if record is None:  # its entry went meanwhile (evicted): a miss, nothing to remove
             local.stamps.pop(key, None)
-            pin.release()
+            pin.close()
             return False
         problem = ""
         if not stat.S_ISREG(found.st_mode):
@@ -150,12 +155,12 @@ class Checks:
             problem = f"holds {found.st_size} bytes where {size} were downloaded"
         else:
             try:
-                digest, recorded = seal(pin.fd)
+                digest, recorded = seal(pin.fileno())
             except OSError as exc:
                 problem = str(exc)
             else:
                 if record.checksum is None or digest == record.checksum:
-                    sealed = stamp(pin.fd)
+                    sealed = stamp(pin.fileno())
                     if sealed is not None:
                         recorded = fingerprint(sealed)
                     with local.lock:
@@ -163,7 +168,7 @@ class Checks:
                     local.stamps[key] = (key, *recorded[1:], record.used)
                     return True
                 problem = "does not hold the bytes that were downloaded (its checksum differs)"
-        pin.release()
+        pin.close()
         self._damaged(key, path, found.st_ino, problem, record)
         return False
 
@@ -196,3 +201,71 @@ class _Doubt(NamedTuple):
     path: str
     pin: Pin
     found: os.stat_result
+
+
+def pin_file(path: str) -> tuple[Pin, os.stat_result] | None:
+    """Open and share-lock ``path``; the pin and the file's ``fstat`` (which may show something other
+    than a regular file: a folder, a FIFO), or None when nothing is there (or it is being evicted).
+
+    Raises:
+        NotAFile: a symlink or socket lies at ``path``; it is never followed.
+    """
+    try:
+        fd = os.open(path, OPEN_FLAGS)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in NOT_A_FILE:
+            raise NotAFile(exc.errno, f"{path} is not a regular file ({exc.strerror})") from None
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            raise OSError(
+                exc.errno,
+                f"too many open files while pinning cache files ({exc.strerror}); "
+                "lower pin_window or raise the limit (ulimit -n)",
+            ) from exc
+        raise
+    try:
+        fcntl.flock(fd, SHARE_NOWAIT)
+        found = os.fstat(fd)
+    except BlockingIOError:  # an evictor holds it and is about to delete it
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    if found.st_nlink == 0:  # evicted between our open and our lock
+        os.close(fd)
+        return None
+    if stat.S_ISDIR(found.st_mode):  # a folder under the name: no file object holds one
+        os.close(fd)
+        raise NotAFile(errno.EISDIR, f"{path} is not a regular file (a folder)")
+    return Pin(fd), found
+
+
+def is_stamped(fd: int, found: os.stat_result, size: int) -> bool:
+    """Whether the file open at ``fd`` (whose ``fstat`` is ``found``) carries a seal that shows it
+    unchanged since it was sealed, with ``size`` bytes. One ``fgetxattr``: this runs per hit."""
+    try:
+        raw = os.getxattr(fd, XATTR)
+    except OSError:
+        return False  # none (a file nobody sealed), or no extended attributes here
+    if len(raw) != SEAL.size:
+        return False
+    sealed: tuple[int, int, int, int] = SEAL.unpack(raw)
+    sealed_size, inode, mtime, sealed_at = sealed
+    return (
+        found.st_size == size == sealed_size
+        and found.st_ino == inode
+        and found.st_mtime_ns == mtime
+        and found.st_ctime_ns <= sealed_at + SLACK_NS
+    )
+
+
+def _served(key: str, path: str, size: int, pin: Pin) -> CachedFile:
+    """The handle of a hit: a pinned resident file that was already cached. Made once per hit, so
+    without the frozen dataclass's ``__init__`` (a third of the cost of a hit's Python work)."""
+    hit = object.__new__(CachedFile)
+    fields = hit.__dict__
+    fields["key"], fields["path"], fields["size"], fields["pin"] = key, path, size, pin
+    fields["resident"], fields["downloaded"], fields["reservation"] = True, False, None
+    return hit

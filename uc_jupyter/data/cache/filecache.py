@@ -116,7 +116,13 @@ class FileCache:
         with layout.locked(self.root):
             layout.prepare(self.root)
             self._index = Index(self.root, clock, timer)
-        self._checks = Checks(self._index, self._base)
+        checks = Checks(self._index, self._base)
+        # lookup(...) for several ``(key, size, name, ...)`` (further fields are ignored): each hit is
+        # pinned and checked as uc_jupyter.data.cache.checks says, and the index, when it must tell,
+        # is read once for all of them; a file without any record (planted under a key's name, never
+        # downloaded) is never served. The checks' own method, not one of ours that calls it: a
+        # window of hits is one call into the cache.
+        self.lookup_many: Callable[[Sequence[Wants]], list[CachedFile | None]] = checks.lookup_many
         # The catalog refuses to register a table's or volume's storage over a reserved folder.
         reserve_folder(settings().home, self.root, layout.KIND)
         configured = settings()
@@ -199,13 +205,6 @@ class FileCache:
         that does not match what was downloaded is removed, with a :class:`CacheIntegrityWarning`."""
         return self.lookup_many([(key, size, name)])[0]
 
-    def lookup_many(self, wanted: Sequence[Wants]) -> list[CachedFile | None]:
-        """:meth:`lookup` for several ``(key, size, name, ...)`` (further fields are ignored): each
-        hit is pinned and checked as :mod:`~uc_jupyter.data.cache.checks` says, and the index, when
-        it must tell, is read once for all of them. A file without any record (planted under a
-        key's name, never downloaded) is never served."""
-        return self._checks.lookup_many(wanted)
-
     def reserve(self, wanted: Sequence[tuple[str, int, str]], *, group: str, keep: bool = True) -> list[Outcome]:
         """Reserve room for several downloads ``(key, size, name)`` at once, in order, without waiting.
 
@@ -242,7 +241,7 @@ class FileCache:
         """The consumer is done with ``cached``: unpin it, or delete a streamed file."""
         if cached.resident:
             if cached.pin is not None:
-                cached.pin.release()
+                cached.pin.close()
             return
         with contextlib.suppress(FileNotFoundError):
             os.unlink(cached.path)

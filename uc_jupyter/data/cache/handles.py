@@ -29,16 +29,6 @@ class CachedFile:
     reservation: int | None = None  # the budget a streamed file holds
     pin: Pin | None = None  # the share lock that keeps a resident file from eviction
 
-    @classmethod
-    def _hit(cls, key: str, path: str, size: int, pin: Pin) -> CachedFile:
-        """A pinned resident file that was already cached: made once per hit, so without the
-        frozen dataclass's ``__init__`` (a third of the cost of a hit's Python work)."""
-        hit = object.__new__(cls)
-        fields = hit.__dict__
-        fields["key"], fields["path"], fields["size"], fields["pin"] = key, path, size, pin
-        fields["resident"], fields["downloaded"], fields["reservation"] = True, False, None
-        return hit
-
 
 @dataclass(frozen=True)
 class Ticket:

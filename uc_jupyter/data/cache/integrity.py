@@ -20,7 +20,8 @@ Any later change of the file sets a later ctime. What the seal cannot see is a c
 those 5 ms (plus a clock tick) after the download that also restores the mtime to the nanosecond:
 a writer racing the download on purpose (the exact fingerprint has the same blind spot, one tick of
 a coarse file clock, and such a writer could as well rewrite the index). The index's exact
-fingerprint is the check wherever the file system has no extended attributes, or a seal fails.
+fingerprint is the check wherever the file system has no extended attributes, or a seal fails. (A
+hit reads the seal in :mod:`uc_jupyter.data.cache.checks`.)
 
 Recency for eviction is kept per group in the index rather than in the file's mtime, since touching
 the file would change its ctime.
@@ -34,12 +35,12 @@ Example:
     >>> digest == hashlib.sha256(b"hello").digest(), fingerprint(os.fstat(fd)) == recorded
     (True, True)
     >>> after = stamp(fd)  # None where the file system keeps no extended attributes
-    >>> after is None or is_stamped(fd, after, 5)
+    >>> after is None or SEAL.unpack(os.getxattr(fd, XATTR))[:3] == (5, after.st_ino, after.st_mtime_ns)
     True
     >>> with open(path, "r+b") as f:
     ...     _ = f.write(b"j")
-    >>> is_stamped(fd, os.fstat(fd), 5), checksum(fd) == digest
-    (False, False)
+    >>> checksum(fd) == digest
+    False
     >>> os.close(fd)
 """
 
@@ -51,19 +52,20 @@ import os
 import struct
 import time
 
-__all__ = ["SLACK_NS", "Fingerprint", "checksum", "fingerprint", "is_stamped", "seal", "stamp"]
+__all__ = ["SEAL", "SLACK_NS", "XATTR", "Fingerprint", "checksum", "fingerprint", "seal", "stamp"]
 
 # st_size, st_ino, st_mtime_ns, st_ctime_ns of an object in place.
 Fingerprint = tuple[int, int, int, int]
 _CHUNK = 1 << 20
 _ATTEMPTS = 3
-_XATTR = "user.uc_jupyter.seal"
-_SEAL = struct.Struct("<QQqq")  # size, inode, mtime_ns, sealed at (ns, this machine's clock)
+# The seal: written here, read on every hit by uc_jupyter.data.cache.checks.
+XATTR = "user.uc_jupyter.seal"
+SEAL = struct.Struct("<QQqq")  # size, inode, mtime_ns, sealed at (ns, this machine's clock)
 # How much later than the moment a seal was written its own ctime may be: the system call itself,
 # and a short preemption (a longer one fails the check when sealing, which then tries again). A
 # kernel's file times lag the clock by up to a tick, never lead it.
 SLACK_NS = 5_000_000
-_NO_XATTRS = (errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM, errno.ENOSYS)
+_NOXATTRS = (errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM, errno.ENOSYS)
 
 
 def fingerprint(stat: os.stat_result) -> Fingerprint:
@@ -105,36 +107,17 @@ def stamp(fd: int) -> os.stat_result | None:
         before = os.fstat(fd)
         sealed_at = time.time_ns()
         try:
-            os.setxattr(fd, _XATTR, _SEAL.pack(before.st_size, before.st_ino, before.st_mtime_ns, sealed_at))
+            os.setxattr(fd, XATTR, SEAL.pack(before.st_size, before.st_ino, before.st_mtime_ns, sealed_at))
         except OSError as exc:
-            if exc.errno in _NO_XATTRS:
+            if exc.errno in _NOXATTRS:
                 return None
             raise
         after = os.fstat(fd)
         if after.st_ctime_ns <= sealed_at + SLACK_NS and after.st_mtime_ns == before.st_mtime_ns:
             return after
     try:  # a clock this far off: no seal at all rather than one that could mislead
-        os.removexattr(fd, _XATTR)
+        os.removexattr(fd, XATTR)
     except OSError as exc:
-        if exc.errno not in (*_NO_XATTRS, errno.ENODATA):
+        if exc.errno not in (*_NOXATTRS, errno.ENODATA):
             raise
     return None
-
-
-def is_stamped(fd: int, found: os.stat_result, size: int) -> bool:
-    """Whether the file open at ``fd`` (whose ``fstat`` is ``found``) carries a seal that shows it
-    unchanged since it was sealed, with ``size`` bytes. One ``fgetxattr``: this runs per hit."""
-    try:
-        raw = os.getxattr(fd, _XATTR)
-    except OSError:
-        return False  # none (a file nobody sealed), or no extended attributes here
-    if len(raw) != _SEAL.size:
-        return False
-    sealed: tuple[int, int, int, int] = _SEAL.unpack(raw)
-    sealed_size, inode, mtime, sealed_at = sealed
-    return (
-        found.st_size == size == sealed_size
-        and found.st_ino == inode
-        and found.st_mtime_ns == mtime
-        and found.st_ctime_ns <= sealed_at + SLACK_NS
-    )

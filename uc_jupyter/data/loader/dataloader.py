@@ -32,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -49,15 +50,14 @@ from uc_jupyter.data.loader.defaults import (
     check_ranks_agree,
     worker_start_method,
 )
-from uc_jupyter.data.loader.loop_timing import BatchTiming, LoopTiming, batch_len
-from uc_jupyter.data.loader.torch_tasks import delivered_worker, outstanding, tasks
-from uc_jupyter.data.loader.workers import Counted, FinalSamples, ReportingCollate, WorkerInit, dataset_sample
+from uc_jupyter.data.loader.loop_timing import BatchTiming, LoopPass, LoopTiming, batch_len
+from uc_jupyter.data.loader.torch_tasks import outstanding
+from uc_jupyter.data.loader.workers import FinalSamples, ReportingCollate, WorkerInit, dataset_sample
 from uc_jupyter.data.stream import loop_progress as consumer
 from uc_jupyter.data.stream.grid import current_rank
 from uc_jupyter.data.stream.loop_progress import Progress
 from uc_jupyter.data.stream.partition import Grid
 from uc_jupyter.data.stream.position import LoaderPosition
-from uc_jupyter.data.volume.decode import DecodeError, from_worker
 from uc_jupyter.telemetry import uplink
 from uc_jupyter.telemetry.collector import Collector
 from uc_jupyter.telemetry.mlflow_sink import MlflowSink
@@ -112,12 +112,9 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         # Ours to choose (and to choose again, see _plumb_workers) when the caller did not.
         self._choose_start = self.num_workers > 0 and self.multiprocessing_context is None
         self._own_functions = (self.worker_init_fn, self.collate_fn)
-        # A tuple, replaced on add and remove: a hook that removes itself mid-batch never makes the
-        # loop skip another, and the loop iterates it without copying it per batch.
-        self._hooks: tuple[Callable[[BatchTiming], object], ...] = ()
         self._clock = clock
         self._collector = Collector(clock=clock)
-        self._fetch = LoopTiming()
+        self._fetch = LoopTiming(clock)  # the loop's counters and hooks, and each pass timed
         # The loop's telemetry goes out at most 10 times a second (a pass's end and stats() at once).
         self._reporter = Reporter(_Weakly(self._take), rate=_SAMPLES_PER_SECOND, clock=clock)
         self._checked_ranks = False
@@ -174,7 +171,8 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         if self._forks_unsafely():
             self._plumb_workers()  # spawned from now on (one notice says so)
         epoch = self._position.epoch
-        self._position.begin()
+        own = getattr(self.dataset, "stream_position", None) if self.num_workers == 0 else None
+        self._position.begin(own if callable(own) else None)
         set_epoch = getattr(self.dataset, "set_epoch", None)
         if callable(set_epoch) and not (self.persistent_workers and self._iterator is not None):
             set_epoch(epoch)
@@ -185,10 +183,54 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
             self._mlflow = MlflowSink.for_active_run(self._rank, self._mlflow, baseline=self.stats, clock=self._clock)
         self._progress.new_pass()  # before torch asks the workers for this pass's first batches
         self._reclaim_finished_workers()
-        timed = self._timed(super().__iter__(), epoch)
+        inner = self._inner = self._start_pass()
+        run = LoopPass(
+            epoch=epoch,
+            progress=self._progress,
+            position=self._position,
+            workers=self.num_workers > 0,
+            items=self._items_counter(),
+            reporter=self._reporter,
+            sample=self._loop_sample,
+            sink=self._mlflow,
+            stats=self.stats,
+            finish=functools.partial(self._pass_ended, inner),
+        )
+        timed = self._fetch.timed(inner, run)
         if self.persistent_workers:
             self._persistent[0] = self._iterator  # the workers that outlive this pass
         return self._monitored(timed, epoch) if self.monitor else timed
+
+    def _start_pass(self) -> Iterator[Any]:
+        """torch's iterator for a pass. Without workers torch starts the dataset's stream here
+        (``iter(dataset)``), in this process: bound to this loader's progress while it does, so the
+        stream knows when the loop is done with each file (uc_jupyter.data.stream.loop_progress)."""
+        if self.num_workers > 0:
+            return super().__iter__()
+        bound = consumer.install(self.dataset, self._progress.consumer(0))
+        try:
+            return super().__iter__()
+        finally:
+            consumer.restore(bound)
+
+    def _pass_ended(self, inner: Iterator[Any]) -> None:
+        """Whatever ended the pass: the loop's telemetry and MLflow's point for it, and its workers
+        stopped unless they persist. Also runs when the interpreter shuts down with the loop
+        unfinished: never raises."""
+        with contextlib.suppress(Exception):
+            self._drain()
+            if self._mlflow is not None:
+                self._mlflow.end_pass(self.stats())  # its point is logged by the sink's thread
+        if not self.persistent_workers:
+            _stop_workers(inner)
+
+    def _items_counter(self) -> Callable[[Any], int]:
+        """How the pass counts the samples in what the loader yields: a collated batch's length, or
+        without batching the dataset's own count (a table dataset's element is a batch of rows)."""
+        if self.batch_size is not None or self.batch_sampler is not None:
+            return batch_len
+        items_in = getattr(self.dataset, "items_in", None)
+        return items_in if callable(items_in) else _one
 
     def _monitored(self, inner: Iterator[Any], epoch: int) -> Iterator[Any]:
         """The pass as one pass of the loader's one dashboard: begun, then done, stopped or failed."""
@@ -231,89 +273,6 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
             for sample in self._finals.read():
                 self._collector.offer(sample)
 
-    def _timed(self, inner: Iterator[Any], epoch: int) -> Iterator[Any]:
-        self._inner = inner
-        clock = self._clock
-        progress, dataset = self._progress, self.dataset
-        # Without workers the streams run inside next(): bound to this dataset only while it runs.
-        own = progress.consumer(0) if self.num_workers == 0 else None
-        returned = clock()
-        try:
-            while True:
-                before = tasks(inner)
-                asked = clock()
-                bound = consumer.install(dataset, own) if own is not None else None
-                try:
-                    batch = next(inner)
-                except StopIteration:
-                    self._position.ended()
-                    break
-                except DecodeError as error:
-                    plain = from_worker(error)  # torch's re-raise holds the worker's traceback in its message
-                    if plain is None:
-                        raise
-                    # A transform of one's own keeps that traceback as the cause; Pillow's is noise.
-                    raise plain from (error if "direct cause" in str(error) else None)
-                finally:
-                    if own is not None:
-                        consumer.restore(bound)
-                got = clock()
-                worker = delivered_worker(inner, before)
-                position = self._position_after(batch)
-                if isinstance(batch, Counted):
-                    batch = batch.batch
-                size = self._items_in(batch)
-                timing = BatchTiming(
-                    index=self._fetch.batches,
-                    epoch=epoch,
-                    fetch_seconds=got - asked,
-                    compute_seconds=asked - returned,
-                    batch_size=size,
-                    worker=worker,
-                )
-                self._record(timing, position)
-                returned = clock()
-                yield batch
-                # The loop asked for the next batch: it is done with this one (a worker it could not
-                # tell keeps its files until the pass ends).
-                if worker is not None or own is not None:
-                    progress.moved_past(worker or 0)
-        finally:
-            # Also runs when the interpreter shuts down with the loop unfinished: never raise here.
-            with contextlib.suppress(Exception):
-                self._drain()
-                if self._mlflow is not None:
-                    self._mlflow.end_pass(self.stats())  # its point is logged by the sink's thread
-            if not self.persistent_workers:
-                _stop_workers(inner)
-
-    def _items_in(self, batch: Any) -> int:
-        """Samples in what the loader yielded: a collated batch's length, or without batching the
-        dataset's own count (a table dataset's element is a batch of rows)."""
-        if self.batch_size is not None or self.batch_sampler is not None:
-            return batch_len(batch)
-        items_in = getattr(self.dataset, "items_in", None)
-        return int(items_in(batch)) if callable(items_in) else 1
-
-    def _position_after(self, batch: Any) -> int | None:
-        """The delivering stream's position after ``batch``: what its worker sent with it, or
-        without workers the dataset's own (None: a dataset that keeps none)."""
-        if isinstance(batch, Counted):
-            return batch.position
-        position = getattr(self.dataset, "stream_position", None) if self.num_workers == 0 else None
-        return position() if callable(position) else None
-
-    def _record(self, timing: BatchTiming, position: int | None = None) -> None:
-        sink = self._mlflow
-        if sink is not None and sink.due():
-            # A periodic window closes before this batch counts: the pass's end keeps a batch of its own.
-            sink.hand_over(self.stats())
-        self._fetch.add(timing)
-        self._position.received(timing.worker, timing.batch_size, position)
-        for hook in self._hooks:
-            hook(timing)
-        self._reporter.maybe_publish(self._loop_sample)
-
     def _drain(self) -> None:
         """Collect worker samples and the loop's own now, whatever the rate (a pass's end, stats())."""
         self._reporter.publish(self._loop_sample())
@@ -340,13 +299,14 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         """Call ``hook(timing)`` for every batch in the training process; returns a remover."""
         if not callable(hook):
             raise TypeError(f"add_hook needs a callable, got {type(hook).__name__}")
-        self._hooks = (*self._hooks, hook)
+        timing = self._fetch
+        timing.hooks = (*timing.hooks, hook)
 
         def remove() -> None:  # one registration of it, as list.remove would
-            hooks = list(self._hooks)
+            hooks = list(timing.hooks)
             if hook in hooks:
                 hooks.remove(hook)
-                self._hooks = tuple(hooks)
+                timing.hooks = tuple(hooks)
 
         return remove
 
@@ -452,6 +412,11 @@ class _Weakly:
         if bound is not None:
             self._last = bound(*args)
         return self._last
+
+
+def _one(element: Any) -> int:
+    """One sample per element: a dataset that does not say how many its elements hold."""
+    return 1
 
 
 def _monitor_title(dataset: Any) -> str:

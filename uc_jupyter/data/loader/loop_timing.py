@@ -1,6 +1,13 @@
-"""The training loop's side of a DataLoader's timing: what one batch looked like to the loop, the
-loop's cumulative counters (published as the ``(rank, MAIN_WORKER)`` telemetry sample), and how many
-samples a collated batch holds.
+"""The training loop's side of a DataLoader: each pass timed batch by batch, and the loop's counters.
+
+:meth:`LoopTiming.timed` is the pass the training loop iterates: around each ``next()`` of torch's
+iterator it records how long the loop waited (fetch time) and the time since the previous
+``next()`` returned (compute time), counts the batch's samples, hands a :class:`BatchTiming` to the
+hooks, publishes the loop's counters (the ``(rank, MAIN_WORKER)`` telemetry sample) when they are
+due, and, once the loop asks for the next batch, tells the streams it moved past the last one
+(:mod:`uc_jupyter.data.stream.loop_progress`). This runs for every batch the loop receives, so it is
+kept to what a batch needs: the rest (a worker's position, the hooks' record, MLflow) only when
+there is one.
 
 Example:
     >>> import torch
@@ -10,14 +17,27 @@ Example:
 
 from __future__ import annotations
 
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample
+from uc_jupyter.data.loader.torch_tasks import delivered_worker, tasks
+from uc_jupyter.data.loader.workers import Counted
+from uc_jupyter.data.volume.decode import DecodeError, from_worker
+from uc_jupyter.telemetry.model import BUCKET_BOUNDS, MAIN_WORKER, Histogram, Sample
 
-__all__ = ["BatchTiming", "LoopTiming", "batch_len"]
+if TYPE_CHECKING:
+    from uc_jupyter.data.stream.loop_progress import Progress
+    from uc_jupyter.data.stream.position import LoaderPosition
+    from uc_jupyter.telemetry.mlflow_sink import MlflowSink
+    from uc_jupyter.telemetry.model import Snapshot
+    from uc_jupyter.telemetry.reporter import Reporter
+
+__all__ = ["BatchTiming", "LoopPass", "LoopTiming", "batch_len"]
 
 
 @dataclass(frozen=True)
@@ -32,27 +52,101 @@ class BatchTiming:
     worker: int | None  # the DataLoader worker that produced it (None: the loop's own process)
 
 
-class LoopTiming:
-    """The training loop's cumulative timing counters (one producer: ``(rank, MAIN_WORKER)``)."""
+@dataclass(frozen=True)
+class LoopPass:
+    """What one pass of the loop tells and asks, besides the counters (see :meth:`LoopTiming.timed`)."""
 
-    def __init__(self) -> None:
+    epoch: int
+    progress: Progress  # told which batches the loop moved past
+    position: LoaderPosition  # told each batch, unless it asks the dataset (no workers: see LoaderPosition.begin)
+    workers: bool  # False: the streams run inside next(), in this process
+    items: Callable[[Any], int]  # samples in what the loader yields
+    reporter: Reporter  # the loop's telemetry rate
+    sample: Callable[[], Sample]  # the loop's counters as a sample, when the reporter takes one
+    sink: MlflowSink | None  # an active MLflow run's, if any
+    stats: Callable[[], Snapshot]  # the loader's snapshot, for a window the sink closes
+    finish: Callable[[], None]  # the pass ended, whatever ended it
+
+
+class LoopTiming:
+    """The training loop's cumulative timing counters (one producer: ``(rank, MAIN_WORKER)``), its
+    hooks (a tuple, replaced on change: a hook that removes itself mid-batch never makes the loop skip
+    another), and the timed pass (:meth:`timed`)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.batches = 0
         self.samples = 0
         self.seq = 0
-        self._fetch = [0] * (len(Histogram().counts))
-        self._between = [0] * (len(Histogram().counts))
+        self.hooks: tuple[Callable[[BatchTiming], object], ...] = ()
+        self._clock = clock
+        self._fetch = [0] * (len(BUCKET_BOUNDS) + 1)
+        self._between = [0] * (len(BUCKET_BOUNDS) + 1)
         self._sums = [0.0, 0.0, 0.0, 0.0]  # fetch total, fetch squares, between total, between squares
 
-    def add(self, timing: BatchTiming) -> None:
+    def timed(self, inner: Iterator[Any], run: LoopPass) -> Iterator[Any]:
+        """The pass ``inner`` (torch's iterator), timed and counted batch by batch (see the module docstring)."""
+        clock, reporter, progress, items = self._clock, run.reporter, run.progress, run.items
+        workers, sink = run.workers, run.sink
+        counted = workers or not run.position.asks
+        worker: int | None = None
+        returned = clock()
+        try:
+            while True:
+                before = tasks(inner) if workers else None
+                asked = clock()
+                try:
+                    batch = next(inner)
+                except StopIteration:
+                    run.position.ended()
+                    return
+                except DecodeError as error:
+                    plain = from_worker(error)  # torch's re-raise holds the worker's traceback in its message
+                    if plain is None:
+                        raise
+                    # A transform of one's own keeps that traceback as the cause; Pillow's is noise.
+                    raise plain from (error if "direct cause" in str(error) else None)
+                got = clock()
+                after = None
+                if workers:
+                    worker = delivered_worker(inner, before or {})
+                    if isinstance(batch, Counted):
+                        batch, after = batch.batch, batch.position
+                size = items(batch)
+                if counted:
+                    run.position.received(worker, size, after)
+                if sink is not None and sink.due():
+                    # A periodic window closes before this batch counts: the pass's end keeps a batch of its own.
+                    sink.hand_over(run.stats())
+                hooks = self.hooks
+                if hooks:
+                    timing = BatchTiming(self.batches, run.epoch, got - asked, asked - returned, size, worker)
+                    for hook in hooks:
+                        hook(timing)
+                self.add(got - asked, asked - returned, size)
+                if clock() >= reporter.next_due:  # the reporter's rate, checked here: it runs per batch
+                    reporter.publish(run.sample())
+                returned = clock()
+                yield batch
+                # The loop asked for the next batch: it is done with this one (a worker it could not
+                # tell keeps its files until the pass ends).
+                if worker is not None or not workers:
+                    progress.moved_past(worker or 0)
+        finally:
+            run.finish()
+
+    def add(self, fetch_seconds: float, compute_seconds: float, samples: int) -> None:
+        """Count one batch of ``samples`` that the loop waited ``fetch_seconds`` for, ``compute_seconds``
+        after it had the last one (the loader's first batch has no compute time before it)."""
+        sums = self._sums
+        self._fetch[bisect_left(BUCKET_BOUNDS, fetch_seconds)] += 1  # Histogram.bucket, inline: it runs per batch
+        sums[0] += fetch_seconds
+        sums[1] += fetch_seconds * fetch_seconds
+        if self.batches:
+            self._between[bisect_left(BUCKET_BOUNDS, compute_seconds)] += 1
+            sums[2] += compute_seconds
+            sums[3] += compute_seconds * compute_seconds
         self.batches += 1
-        self.samples += timing.batch_size
-        self._fetch[Histogram.bucket(timing.fetch_seconds)] += 1
-        self._sums[0] += timing.fetch_seconds
-        self._sums[1] += timing.fetch_seconds**2
-        if timing.index:  # the first batch has no compute time before it
-            self._between[Histogram.bucket(timing.compute_seconds)] += 1
-            self._sums[2] += timing.compute_seconds
-            self._sums[3] += timing.compute_seconds**2
+        self.samples += samples
 
     def sample(self, rank: int, now: float, started: float, depths: tuple[int, ...]) -> Sample:
         self.seq += 1

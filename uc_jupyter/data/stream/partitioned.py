@@ -282,9 +282,7 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
             if stream is not None and delivered:
                 self._positions[stream] = self._positions.get(stream, 0) + delivered
 
-    def _count_file(
-        self, counters: StreamCounters, stream: str, size: int, *, downloaded: bool, resident: bool
-    ) -> None:
+    def _count_file(self, counters: StreamCounters, stream: str, size: int, downloaded: bool, resident: bool) -> None:
         """One file of ``size`` bytes reached the consumer of ``stream``: :meth:`_count` for the
         case that runs per file, written out (keyword arguments and ``setattr`` cost more than
         a warm cache's hit)."""

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from uc_jupyter.data.stream.grid import current_rank, every_rank
@@ -80,9 +81,16 @@ class LoaderPosition:
         self._loaded: dict[str, Any] | None = None  # a loaded state, until its pass starts
         self._loaded_next: tuple[int, ...] = ()  # the loaded state's next streams
         self._prior_next: tuple[int, ...] = ()  # those the running epoch's prior segments ended with
+        self._own: Callable[[], int | None] | None = None  # the dataset's position, asked (see begin)
+        self.asks = False
 
-    def begin(self) -> None:
-        """A pass of :attr:`epoch` starts (and :attr:`epoch` moves to the next)."""
+    def begin(self, own: Callable[[], int | None] | None = None) -> None:
+        """A pass of :attr:`epoch` starts (and :attr:`epoch` moves to the next). ``own``: without
+        workers, the dataset's own stream position (``stream_position``), which counts exactly what
+        the loop received however the collate shaped it: asked when the position is taken instead of
+        being told each batch (:meth:`received` is then not needed)."""
+        self._own = own
+        self.asks = own is not None  # the running pass's position is asked of the dataset, not told
         epoch, resume = self.epoch, self._resume
         if resume is None or resume.epoch != epoch:
             resume = None
@@ -114,7 +122,11 @@ class LoaderPosition:
         a pass that ended points at the next epoch from its start."""
         if self._running is None or self._finished:
             return self.epoch, (), [0] * self.workers, 0
-        return self._running, self._prior, list(self._delivered), (self._rotate + self._batches) % self.workers
+        row = list(self._delivered)
+        own = self._own() if self._own is not None else None
+        if own is not None:
+            row[0] = own
+        return self._running, self._prior, row, (self._rotate + self._batches) % self.workers
 
     def state(self, fingerprint: dict[str, Any], world: int, on_uneven: str) -> dict[str, Any]:
         if self._loaded is not None:  # loaded, and its pass has not started yet: it, unchanged

@@ -20,10 +20,11 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import hashlib
 import os
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
@@ -48,6 +49,7 @@ from uc_jupyter.data.volume.decode import (
     reads_files,
 )
 from uc_jupyter.data.volume.growing_listing import GrowingListing
+from uc_jupyter.data.volume.handed_out import Held
 from uc_jupyter.data.volume.listing import Listing, RemoteFile, file_filter, list_volume
 from uc_jupyter.data.volume.prefetch import Prefetcher
 from uc_jupyter.data.volume.window_files import ListingKeys, WantedFiles
@@ -247,7 +249,11 @@ class UCVolumeDataset(PartitionedDataset):
             # Opened here, once: DataLoader workers inherit it, instead of each checking the index's
             # schema and reclaiming dead processes' leftovers on every epoch's start.
             self._file_cache()
+        # The last pass's last files, still pinned (a batch the loop has not reached may hold them):
+        # released as the next pass starts; their pins closed when the dataset goes or the process
+        # ends (the finalizer, made by the first pass in each process and copy).
         self._lingering: list[CachedFile] = []
+        self._unpinning: weakref.finalize[..., Any] | None = None
         # The cache keys of every file, made once here and shipped to workers (32 bytes a file);
         # those of a listing still arriving as the streams reach them.
         self._keys = ListingKeys(self._url)
@@ -318,6 +324,7 @@ class UCVolumeDataset(PartitionedDataset):
         state["_inherited"] = None
         state["_catalog"] = None  # a catalog holds connections and locks: a spawned worker uses get_catalog()
         state["_lingering"] = []
+        state["_unpinning"] = None
         return state
 
     # ---------------------------------------------------------------- PartitionedDataset
@@ -425,10 +432,20 @@ class UCVolumeDataset(PartitionedDataset):
         return decode_failure(f"{self._path}/{remote.relative}", self.transform, source, exc)
 
     def _read_cached(self, indices: Sequence[int], counters: StreamCounters, stream: str) -> Iterator[Any]:
+        """The pass as a chain of stages, made as it starts: select (the files at ``indices``, with
+        their cache keys) -> fetch or hit (the fetch-ahead window over the cache, runs of pinned
+        files) -> hand out (each file's item, decoded by the transform if any, counted, kept pinned
+        while the consumer may use it). torch's collate is the next; each boundary is where a stage's
+        time can be taken."""
         cache = self._file_cache()
         for leftover in self._lingering:  # the previous pass's last files: its consumer moved on
             cache.release(leftover)
-        self._lingering = []
+        self._lingering.clear()
+        if self._unpinning is None:
+            self._unpinning = weakref.finalize(self, _unpin, self._lingering)
+        # The consumer of this pass (the loader binds it while torch starts the stream).
+        using = consumer.of(self)
+        held = Held(cache, self.pin_window, using, hold=self.transform is None)
         fetch = Prefetcher(
             cache,
             self._downloads(counters),
@@ -436,30 +453,29 @@ class UCVolumeDataset(PartitionedDataset):
             keep=self._keep,
             window=self.pin_window,
             prefetch=self.prefetch,
-            hold=self.transform is None,  # a transform is done with the path when it returns
-            # Looked up here, as the pass starts (inside the loop's next() without workers).
-            consumer=consumer.of(self),
+            consumer=using,
+            relieve=held.relieve,
         )
-        plain = self.transform is None and not self.classes  # the item is the path itself
-        handed_over, count = fetch.delivered, self._count_file
         files = self._files()  # a listing still arriving: the list that grows
         wanted = WantedFiles(files, self._keys, indices, root=self._root, where=self._path)
-        try:
-            with contextlib.closing(fetch.run(wanted)) as delivered:
-                # The prefetcher first: its end (not the list's) must be reached for it to finish.
-                for got, index in zip(delivered, indices, strict=True):
-                    try:
-                        item = got.path if plain else self._deliver(got.path, files[index])
-                    finally:
-                        handed_over(got)
-                    count(counters, stream, got.size, downloaded=got.downloaded, resident=got.resident)
-                    yield item
-            if isinstance(indices, StreamPositions):
-                self._arrived(indices, counters)
-            producer.notify(final=True)
-        finally:
+        plain = self.transform is None and not self.classes  # the item is the path itself
+
+        def deliver(path: str, index: int) -> Any:
+            return self._deliver(path, files[index])
+
+        def ended(lingering: list[CachedFile], completed: bool) -> None:
             fetch.downloads.close()
-            self._lingering = fetch.lingering
+            # The last paths may still sit in a batch the consumer has not reached (a DataLoader
+            # hands batches on after the stream ends, and a loop that stopped early may still hold
+            # one): kept until the next pass, or until this process ends (its pins go with it).
+            self._lingering.extend(lingering)
+            if completed:
+                if isinstance(indices, StreamPositions):
+                    self._arrived(indices, counters)
+                producer.notify(final=True)
+
+        count = functools.partial(self._count_file, counters, stream)
+        return held.hand_out(fetch.run(wanted), indices, None if plain else deliver, count, ended)
 
     def _renew(self) -> bool:
         """Resolve the folder again when its options are due (:mod:`uc_jupyter.data.stream.renewal`) and use
@@ -500,3 +516,11 @@ class UCVolumeDataset(PartitionedDataset):
             self._count(counters, retries=1)
 
         return self._storage_now().downloads(self.retry, on_retry=on_retry, threads=threads)
+
+
+def _unpin(files: list[CachedFile]) -> None:
+    """Close the pins of ``files`` (a dataset's last files, when it goes or the process ends): only
+    that, as the process's end would; a streamed file's room is reclaimed with its process's leftovers."""
+    for got in files:
+        if got.pin is not None:
+            got.pin.close()

@@ -1,4 +1,10 @@
-"""The files a stream handed out and still pins, so that their paths stay valid while they are used.
+"""The hand-out stage of a volume pass: each file's item made and counted, and the files handed out
+kept pinned, so that their paths stay valid while they are used.
+
+:meth:`Held.hand_out` is the stage: it takes the runs of pinned files the fetch-or-hit stage
+(:meth:`~uc_jupyter.data.volume.prefetch.Prefetcher.run`) yields, makes each file's item (its
+path, or what the decode stage, the dataset's transform, makes of it), counts it and yields it.
+It runs per file of every pass: a warm pass's file costs it the item, the count and the hold.
 
 A pinned resident file cannot be evicted; a file streamed past a full cache is deleted when it is
 released. :class:`Held` releases a file only once the stream's consumer is done with it (see
@@ -18,14 +24,15 @@ Example:
     >>> held = Held(cache, window=512, consumer=consumer.of(dataset))  # doctest: +SKIP
     >>> held.add(got)              # handed out: pinned                 # doctest: +SKIP
     >>> leftovers = held.finish(completed=True)  # the pass ended       # doctest: +SKIP
+    >>> items = held.hand_out(fetch.run(wanted), positions, None, count, ended)  # the stage  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import collections
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from uc_jupyter.data.cache import CacheBudgetError
 from uc_jupyter.data.stream.loop_progress import UNKNOWN, Consumer
@@ -34,6 +41,11 @@ if TYPE_CHECKING:
     from uc_jupyter.data.cache import CachedFile, FileCache
 
 __all__ = ["Held"]
+
+# The decode stage: the item of the file at a path, given its position in the listing.
+Deliver = Callable[[str, int], Any]
+# Counts one file handed out: (its size, downloaded by this pass, resident in the cache).
+Count = Callable[[int, bool, bool], None]
 
 
 class Held:
@@ -44,14 +56,17 @@ class Held:
         window: how many of the last files handed out stay pinned while the cache has room
             (what a consumer that says nothing gets; one that reports its batches may get fewer).
         consumer: who uses the files; its pass starts when ``Held`` is made.
+        hold: False: :meth:`hand_out` releases each file once its item is made (a transform that
+            returned is done with the path).
 
-    Call ``add(got)`` for each file handed out, :meth:`relieve` when the cache needs room, and
-    :meth:`finish` when the pass ends.
+    :meth:`hand_out` is the stage; on its own, call ``add(got)`` for each file handed out,
+    :meth:`relieve` when the cache needs room, and :meth:`finish` when the pass ends.
     """
 
-    def __init__(self, cache: FileCache, window: int, consumer: Consumer = UNKNOWN) -> None:
+    def __init__(self, cache: FileCache, window: int, consumer: Consumer = UNKNOWN, *, hold: bool = True) -> None:
         # No lock: only the stream's own thread adds, relieves (from inside its cache.get) and finishes.
         self._cache, self._window = cache, window
+        self._hold = hold
         self._exact = consumer.exact
         self._first_in_use = consumer.start()
         # Positions are implicit: the files held are the last len(_files) of the _handed handed out,
@@ -65,10 +80,49 @@ class Held:
         # often): what it is done with goes then, so that a worker idle between batches pins only
         # what the loop still uses, and never a file a download elsewhere could evict.
         self._batch = consumer.batch_size if self._exact else 0
-        self._next_ask = self._batch or sys.maxsize
+        # First asked once the stream's second batch is complete: when its first is, the loop cannot
+        # have moved past it (it has not received it yet).
+        self._next_ask = 2 * self._batch or sys.maxsize
         # ``add(got)``: ``got`` was handed out. It runs per file (a warm epoch's file costs a few
         # calls), so each kind of consumer gets its own, the one that says nothing the leanest.
         self.add: Callable[[CachedFile], None] = self._add_counted if self._exact else self._add_windowed
+
+    def hand_out(
+        self,
+        runs: Generator[Sequence[CachedFile], None, None],
+        positions: Iterable[int],
+        deliver: Deliver | None,
+        count: Count,
+        ended: Callable[[list[CachedFile], bool], None],
+    ) -> Generator[Any, None, None]:
+        """The stage: yield the item of each file of ``runs`` (in order: the files at ``positions``),
+        its path itself when ``deliver`` is None; ``count`` each; keep each pinned as the consumer
+        needs (or release it at once without ``hold``). When the pass ends, however it ends,
+        ``runs`` is closed and ``ended(lingering, completed)`` told what :meth:`finish` left pinned."""
+        cache = self._cache
+        add = self.add if self._hold else cache.release  # without hold, a file is done with once its item is made
+        at = iter(positions) if deliver is not None else None
+        ready: Sequence[CachedFile] = ()
+        taken, completed = 0, False
+        try:
+            for ready in runs:  # a run of pinned files, ready
+                taken = 0
+                for got in ready:
+                    taken += 1
+                    try:
+                        item = got.path if at is None else deliver(got.path, next(at))  # type: ignore[misc]
+                    finally:
+                        add(got)
+                    count(got.size, got.downloaded, got.resident)
+                    yield item
+            completed = True
+        finally:
+            try:
+                runs.close()  # the window's own files and downloads first
+            finally:
+                for got in ready[taken:]:  # a run's files not handed out
+                    cache.release(got)
+                ended(self.finish(completed=completed), completed)
 
     def _add_counted(self, got: CachedFile) -> None:
         files = self._files

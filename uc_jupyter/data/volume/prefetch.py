@@ -6,9 +6,11 @@ several per index transaction, and downloaded concurrently through the volume's
 :class:`~uc_jupyter.storage.downloads.Downloads` (object_store's for object storage, chosen by
 :func:`uc_jupyter.storage.open_storage`; fsspec's threads otherwise); each download is put
 in place as soon as it ends, on the thread that ended it, so other streams and processes waiting for
-the same file never wait for this stream's consumer. Delivered files stay pinned until the consumer
-has moved past the batch that holds them (:class:`~uc_jupyter.data.volume.handed_out.Held`), so a path stays
-valid while that batch is still used.
+the same file never wait for this stream's consumer. :meth:`Prefetcher.run` yields the files ready
+at the head of the window in runs (a warm window is one run): the next stage
+(:meth:`~uc_jupyter.data.volume.handed_out.Held.hand_out`) hands them out one by one and keeps them
+pinned until the consumer has moved past the batch that holds them, so a path stays valid while that
+batch is still used; per file, nothing of this stage runs.
 
 Why not one thread per download, each doing its own bookkeeping: on a small machine the per-file CPU
 decides a cold epoch. Reserving in order from this one thread needs no turnstile between threads (a
@@ -30,8 +32,8 @@ raised in the consuming loop as :class:`~uc_jupyter.storage.errors.VolumeReadErr
 
 Example:
     >>> fetch = Prefetcher(cache, ThreadDownloads(fs, RetryPolicy()), group="g", keep=True)  # doctest: +SKIP
-    >>> for got in fetch.run(items):                                                         # doctest: +SKIP
-    ...     use(got.path); fetch.delivered(got)
+    >>> for ready in fetch.run(items):                                                       # doctest: +SKIP
+    ...     for got in ready: use(got.path); cache.release(got)
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import concurrent.futures as cf
 import contextlib
 import errno
 import functools
+import operator
 import os
 import resource
 import time
@@ -49,7 +52,6 @@ from pathlib import Path
 
 from uc_jupyter.data.cache import CachedFile, FileCache, Ticket
 from uc_jupyter.data.stream.loop_progress import UNKNOWN, Consumer
-from uc_jupyter.data.volume.handed_out import Held
 from uc_jupyter.data.volume.pace import Pace, budget_cap, depth_cap
 from uc_jupyter.storage.downloads import Downloads, Job, Wanted
 from uc_jupyter.storage.errors import VolumeReadError
@@ -88,16 +90,17 @@ class Prefetcher:
         downloads: how misses are downloaded.
         group: the cache group (one dataset's listing): its files never evict each other.
         keep: False streams misses through without keeping them (``cache="never"``).
-        window: delivered files kept pinned until this many more were delivered, while the cache
-            has room; never fewer than the consumer still uses (see :class:`Held`).
+        window: how many delivered files the next stage may keep pinned (pins are descriptors:
+            the process's limit on open files is raised to fit them and the window).
         prefetch: files kept in flight; None adapts to latency and pace.
-        hold: keep delivered files pinned for the window; False releases each as it is delivered
-            (a transform that returned is done with the path).
-        consumer: who uses the delivered files (:mod:`uc_jupyter.data.stream.loop_progress`).
+        consumer: who uses the delivered files (:mod:`uc_jupyter.data.stream.loop_progress`): how
+            many it holds at once, over how many streams.
+        relieve: the next stage's :meth:`~uc_jupyter.data.volume.handed_out.Held.relieve`: asked to
+            release files the consumer is done with when the cache needs room for a file needed now.
         clock: monotonic seconds, for how long downloads take and how fast the consumer takes
             files (the pace); read on the downloads' threads too. Tests pass their own.
 
-    Pass each file :meth:`run` yields to ``delivered`` once the consumer has it.
+    Each file :meth:`run` yields is pinned: release it (``cache.release``) once the consumer is done with it.
     """
 
     def __init__(
@@ -109,20 +112,18 @@ class Prefetcher:
         keep: bool,
         window: int = 512,
         prefetch: int | None = None,
-        hold: bool = True,
         consumer: Consumer = UNKNOWN,
+        relieve: Callable[[int], int] = lambda size: 0,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.cache, self.downloads = cache, downloads
         self.group, self.keep = group, keep
-        self.held = Held(cache, window, consumer)
+        self._relieve_handed = relieve
+        cache.mark_used(group)  # a pass over the group's listing starts: not evicted for another
         self._in_use, self._streams = consumer.in_use, consumer.streams
         self._keeping = keep  # whether misses may stay resident now (see _may_keep)
-        # An attribute, not a method: it runs per file, and a warm epoch's file costs a few calls.
-        self.delivered: Callable[[CachedFile], None] = self.held.add if hold else cache.release
         self._clock = clock
         self.pace = Pace(prefetch, clock=clock, most=depth_cap(consumer.streams))
-        self.lingering: list[CachedFile] = []  # after a complete pass: the last files, still pinned
         self._slow: cf.ThreadPoolExecutor | None = None
         self._unreserved: collections.deque[_Slot] = collections.deque()  # misses to reserve, in order
         self._yielded = 0  # files yielded since the pace last heard
@@ -133,20 +134,20 @@ class Prefetcher:
         self._position = 0
         _ensure_open_files(window + 2 * max(self.pace.most, prefetch or 0) + 256)
 
-    def run(self, wanted: Sequence[Wanted]) -> Generator[CachedFile, None, None]:
-        """Yield the file of each of ``wanted`` in order, pinned; pass each to :meth:`delivered` once used."""
+    def run(self, wanted: Sequence[Wanted]) -> Generator[list[CachedFile], None, None]:
+        """Yield the file of each of ``wanted`` in order, pinned, in runs of the files ready at the
+        head of the window; release each once the consumer is done with it."""
         # Hits wait in the window as their pinned files, misses as slots: a warm epoch is all hits,
         # and per file the stream may cost little more than the pin itself.
         pending: collections.deque[CachedFile | _Slot] = collections.deque()
         self._pending, self._wanted, self._position = pending, wanted, 0
         self._unreserved.clear()
         self._hit_run = 0
-        self.cache.mark_used(self.group)  # a pass over the group's listing: not evicted for another
         self._bound_by_budget(wanted)
         self._yielded = 0
         position = 0
         refill_at = 0  # top up once the window is down to this many files
-        finished = failed = False
+        failed = False
         try:
             while True:
                 if len(pending) <= refill_at and position < len(wanted):
@@ -164,17 +165,30 @@ class Prefetcher:
                 if not pending:
                     if _arrives_beyond(wanted, position):  # a listing still arriving has more
                         continue
-                    finished = True
                     return
-                head = pending.popleft()
-                if isinstance(head, _Slot):
-                    got, waited = self._settle(head)
-                    if waited:  # the window grows: top up sooner
-                        refill_at = _refill_at(self.pace.depth())
-                else:
-                    got = head
-                self._yielded += 1
-                yield got
+                ready: list[CachedFile] = []
+                try:
+                    while pending:
+                        head = pending[0]
+                        if isinstance(head, _Slot):
+                            if ready and head.got is None:
+                                break  # hand out what is ready before waiting for a download
+                            pending.popleft()
+                            got, waited = self._settle(head)
+                            if waited:  # the window grows: top up sooner
+                                refill_at = _refill_at(self.pace.depth())
+                        else:
+                            pending.popleft()
+                            got = head
+                        ready.append(got)
+                        if len(pending) <= refill_at and position < len(wanted):
+                            break  # top up before the consumer reaches the window's end
+                except BaseException:
+                    for got in ready:  # pinned, and no longer in the window
+                        self.cache.release(got)
+                    raise
+                self._yielded += len(ready)
+                yield ready
         except BaseException:
             failed = True
             raise
@@ -189,10 +203,6 @@ class Prefetcher:
                     raise
             if self._slow is not None:
                 self._slow.shutdown(wait=True)
-            # The last paths may still sit in a batch the consumer has not reached (a DataLoader
-            # hands batches on after the stream ends, and a loop that stopped early may still hold
-            # one): keep those until the next pass, or until this process ends (its pins go with it).
-            self.lingering = self.held.finish(completed=finished)
 
     # ---------------------------------------------------------------- internals
     def _bound_by_budget(self, wanted: Sequence[Wanted]) -> None:
@@ -203,7 +213,7 @@ class Prefetcher:
         sample = wanted[: 2 * _CHUNK]
         if not sample:
             return
-        mean = sum(w.size for w in sample) / len(sample)
+        mean = sum(map(operator.attrgetter("size"), sample)) / len(sample)
         room = self.cache.max_bytes * self.cache.headroom
         self.pace.most = budget_cap(room, streams=self._streams, mean_size=mean)
 
@@ -335,7 +345,7 @@ class Prefetcher:
     def _relieve(self, size: int) -> int:
         """Make room for the file the consumer needs now: release delivered files it is done with,
         else the hits pinned ahead in the window (see :meth:`_unpin_ahead`); how many were released."""
-        return self.held.relieve(size) or self._unpin_ahead()
+        return self._relieve_handed(size) or self._unpin_ahead()
 
     def _unpin_ahead(self) -> int:
         """Let go of the hits the window pinned ahead of the consumer: pinned, the cache cannot evict
