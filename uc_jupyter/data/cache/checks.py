@@ -89,7 +89,7 @@ class Checks:
         if pinned is None:
             return None
         pin, found = pinned
-        if is_stamped(pin.fileno(), found, size):
+        if is_stamped(pin.fd, found, size):
             return _served(key, path, size, pin)
         return _Doubt(path, pin, found)
 
@@ -98,7 +98,7 @@ class Checks:
         a hash shows its content to be what was downloaded (then sealed again); else a miss."""
         path, pin, found = doubt
         if stamp_ is None:  # nothing this cache downloaded under that name (planted, or not entered)
-            pin.close()
+            pin.release()
             return None
         if (
             found.st_ino == stamp_[1]
@@ -146,7 +146,7 @@ class Checks:
         local = self._index.local()
         if record is None:  # its entry went meanwhile (evicted): a miss, nothing to remove
             local.stamps.pop(key, None)
-            pin.close()
+            pin.release()
             return False
         problem = ""
         if not stat.S_ISREG(found.st_mode):
@@ -155,12 +155,12 @@ class Checks:
             problem = f"holds {found.st_size} bytes where {size} were downloaded"
         else:
             try:
-                digest, recorded = seal(pin.fileno())
+                digest, recorded = seal(pin.fd)
             except OSError as exc:
                 problem = str(exc)
             else:
                 if record.checksum is None or digest == record.checksum:
-                    sealed = stamp(pin.fileno())
+                    sealed = stamp(pin.fd)
                     if sealed is not None:
                         recorded = fingerprint(sealed)
                     with local.lock:
@@ -168,7 +168,7 @@ class Checks:
                     local.stamps[key] = (key, *recorded[1:], record.used)
                     return True
                 problem = "does not hold the bytes that were downloaded (its checksum differs)"
-        pin.close()
+        pin.release()
         self._damaged(key, path, found.st_ino, problem, record)
         return False
 
@@ -236,10 +236,9 @@ def pin_file(path: str) -> tuple[Pin, os.stat_result] | None:
     if found.st_nlink == 0:  # evicted between our open and our lock
         os.close(fd)
         return None
-    if stat.S_ISDIR(found.st_mode):  # a folder under the name: no file object holds one
-        os.close(fd)
-        raise NotAFile(errno.EISDIR, f"{path} is not a regular file (a folder)")
-    return Pin(fd), found
+    pin = Pin()  # no __init__ of ours: this runs per hit
+    pin.fd = fd
+    return pin, found
 
 
 def is_stamped(fd: int, found: os.stat_result, size: int) -> bool:

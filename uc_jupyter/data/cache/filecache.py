@@ -240,8 +240,11 @@ class FileCache:
     def release(self, cached: CachedFile) -> None:
         """The consumer is done with ``cached``: unpin it, or delete a streamed file."""
         if cached.resident:
-            if cached.pin is not None:
-                cached.pin.close()
+            pin = cached.pin
+            if pin is not None:  # Pin.release, written out: this runs per file handed out
+                fd, pin.fd = pin.fd, -1
+                if fd >= 0:
+                    os.close(fd)
             return
         with contextlib.suppress(FileNotFoundError):
             os.unlink(cached.path)
@@ -363,7 +366,9 @@ class FileCache:
             local = self._index.local()
             with local.lock:
                 local.queue(done)
-        return CachedFile(ticket.key, target, ticket.size, resident=True, downloaded=True, pin=Pin(fd))
+        pin = Pin()
+        pin.fd = fd
+        return CachedFile(ticket.key, target, ticket.size, resident=True, downloaded=True, pin=pin)
 
     def _admitting(
         self, wanted: Sequence[tuple[str, int, str]], group: str, *, keep: bool, claim: bool, starving: bool

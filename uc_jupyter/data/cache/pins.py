@@ -12,10 +12,10 @@ Example:
     >>> _ = open(path, "wb").write(b"data")
     >>> fd = os.open(path, OPEN_FLAGS)
     >>> fcntl.flock(fd, SHARE_NOWAIT)
-    >>> pin = Pin(fd)  # what a hit hands out (uc_jupyter.data.cache.checks pins it)
+    >>> pin = Pin(); pin.fd = fd  # what a hit hands out (uc_jupyter.data.cache.checks pins it)
     >>> delete_unpinned(path), os.path.exists(path)  # pinned: left alone
     (False, True)
-    >>> pin.close()
+    >>> pin.release()
     >>> delete_unpinned(path), os.path.exists(path)
     (True, False)
 """
@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import io
 import os
 
 __all__ = ["NOT_A_FILE", "OPEN_FLAGS", "SHARE_NOWAIT", "NotAFile", "Pin", "delete_unpinned"]
@@ -42,13 +41,29 @@ class NotAFile(OSError):
     """Something that is not a regular file (a symlink, a socket) lies under an object's name."""
 
 
-class Pin(io.FileIO):
+class Pin:
     """A share-locked descriptor of a resident file: while it is open, eviction skips the file.
 
-    ``Pin(fd)`` takes over the descriptor; ``close()`` unpins (idempotent), and so does dropping a
-    pin unclosed (a CachedFile nobody released). A file object of the standard library's, so that
-    none of this is Python code: a pin is made per hit and closed per file handed out, and a hit
-    costs a few microseconds (FileIO's own ``fstat`` when it is made is the one cost it adds)."""
+    Made per hit and released per file handed out, so kept to what that needs: made without an
+    ``__init__`` of ours (``pin = Pin(); pin.fd = fd``) and released by :meth:`FileCache.release`
+    with the descriptor's number set to -1 (idempotent: the number may belong to another file
+    afterwards). A pin dropped unreleased (a CachedFile nobody released) still unpins.
+    """
+
+    __slots__ = ("fd",)
+
+    fd: int
+
+    def release(self) -> None:
+        """Close the descriptor (idempotent)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:  # a CachedFile dropped without release() still unpins
+        if self.fd >= 0:  # only then: the check is what a released pin pays here
+            with contextlib.suppress(OSError):  # never raise from a finaliser
+                self.release()
 
 
 def delete_unpinned(path: str) -> bool:

@@ -24,7 +24,6 @@ import functools
 import hashlib
 import os
 import time
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
@@ -249,11 +248,7 @@ class UCVolumeDataset(PartitionedDataset):
             # Opened here, once: DataLoader workers inherit it, instead of each checking the index's
             # schema and reclaiming dead processes' leftovers on every epoch's start.
             self._file_cache()
-        # The last pass's last files, still pinned (a batch the loop has not reached may hold them):
-        # released as the next pass starts; their pins closed when the dataset goes or the process
-        # ends (the finalizer, made by the first pass in each process and copy).
         self._lingering: list[CachedFile] = []
-        self._unpinning: weakref.finalize[..., Any] | None = None
         # The cache keys of every file, made once here and shipped to workers (32 bytes a file);
         # those of a listing still arriving as the streams reach them.
         self._keys = ListingKeys(self._url)
@@ -324,7 +319,6 @@ class UCVolumeDataset(PartitionedDataset):
         state["_inherited"] = None
         state["_catalog"] = None  # a catalog holds connections and locks: a spawned worker uses get_catalog()
         state["_lingering"] = []
-        state["_unpinning"] = None
         return state
 
     # ---------------------------------------------------------------- PartitionedDataset
@@ -440,9 +434,7 @@ class UCVolumeDataset(PartitionedDataset):
         cache = self._file_cache()
         for leftover in self._lingering:  # the previous pass's last files: its consumer moved on
             cache.release(leftover)
-        self._lingering.clear()
-        if self._unpinning is None:
-            self._unpinning = weakref.finalize(self, _unpin, self._lingering)
+        self._lingering = []
         # The consumer of this pass (the loader binds it while torch starts the stream).
         using = consumer.of(self)
         held = Held(cache, self.pin_window, using, hold=self.transform is None)
@@ -468,7 +460,7 @@ class UCVolumeDataset(PartitionedDataset):
             # The last paths may still sit in a batch the consumer has not reached (a DataLoader
             # hands batches on after the stream ends, and a loop that stopped early may still hold
             # one): kept until the next pass, or until this process ends (its pins go with it).
-            self._lingering.extend(lingering)
+            self._lingering = lingering
             if completed:
                 if isinstance(indices, StreamPositions):
                     self._arrived(indices, counters)
@@ -516,11 +508,3 @@ class UCVolumeDataset(PartitionedDataset):
             self._count(counters, retries=1)
 
         return self._storage_now().downloads(self.retry, on_retry=on_retry, threads=threads)
-
-
-def _unpin(files: list[CachedFile]) -> None:
-    """Close the pins of ``files`` (a dataset's last files, when it goes or the process ends): only
-    that, as the process's end would; a streamed file's room is reclaimed with its process's leftovers."""
-    for got in files:
-        if got.pin is not None:
-            got.pin.close()
