@@ -2,8 +2,8 @@
 hand-out stage after it, as a dataset's pass is): hits and misses in order, the window and its
 batched reservations, a budget too small for the files in flight (what is relieved), downloads
 cancelled when the consumer stops, download errors and a full disk that must reach the consuming
-loop, and the pace measured on an injected clock (the pace on its own: test_pace.py). Downloads are the test's own objects (:class:`Controlled`, the Downloads protocol)
-or fsspec's local filesystem."""
+loop, and the pace measured on an injected clock (the pace on its own: test_pace.py). Downloads are
+the test's own objects (:class:`Controlled`, the Downloads protocol) or fsspec's local filesystem."""
 
 from __future__ import annotations
 

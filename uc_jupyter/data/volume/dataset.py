@@ -39,16 +39,10 @@ from uc_jupyter.data.stream.partitioned import PartitionedDataset
 from uc_jupyter.data.stream.renewal import Renewal, RenewingDownloads, renew
 from uc_jupyter.data.stream.stats import DatasetStats, StreamCounters
 from uc_jupyter.data.volume.committed import is_export
-from uc_jupyter.data.volume.decode import (
-    DecodeError,
-    built_in,
-    decode_failure,
-    decodes_images,
-    is_image_file,
-    reads_files,
-)
+from uc_jupyter.data.volume.decode import Decoding, decodes_images, is_image_file
 from uc_jupyter.data.volume.growing_listing import GrowingListing
-from uc_jupyter.data.volume.handed_out import Held
+from uc_jupyter.data.volume.handed_out import Count, Held
+from uc_jupyter.data.volume.in_place import read_in_place
 from uc_jupyter.data.volume.listing import Listing, RemoteFile, file_filter, list_volume
 from uc_jupyter.data.volume.prefetch import Prefetcher
 from uc_jupyter.data.volume.window_files import ListingKeys, WantedFiles
@@ -343,9 +337,12 @@ class UCVolumeDataset(PartitionedDataset):
     ) -> Iterator[Any]:
         # Plain ints: indexing with numpy's costs more per file.
         indices: Sequence[int] = positions.tolist() if isinstance(positions, np.ndarray) else positions
+        decoding = Decoding(self.transform, self._path, self._label_index)
+        count = functools.partial(self._count_file, counters, stream)
         if self.in_place:
-            return self._read_in_place(indices, counters, stream)
-        return self._read_cached(indices, counters, stream)
+            assert self._volume is not None, "only local volumes are read in place"
+            return read_in_place(self.listing.files, indices, self._volume, self._root, decoding, count)
+        return self._read_cached(indices, counters, decoding, count)
 
     def stats(self) -> DatasetStats:
         """Counters of the streams run in this process, and the shared cache's fill."""
@@ -382,50 +379,9 @@ class UCVolumeDataset(PartitionedDataset):
                 self._cache = FileCache(given, max_bytes=max_bytes, min_free_bytes=min_free_bytes)
         return self._cache
 
-    def _deliver(self, path: str, remote: RemoteFile) -> Any:
-        transform = self.transform
-        if transform is None:
-            item: Any = path
-        else:
-            try:
-                item = transform(path)
-            except Exception as exc:
-                raise self._decode_failure(path, remote, exc) from (None if built_in(transform) else exc)
-        if self.classes:
-            return item, self._label_index[remote.relative.split("/", 1)[0]]
-        return item
-
-    def _read_in_place(self, indices: Sequence[int], counters: StreamCounters, stream: str) -> Iterator[Any]:
-        """Each file checked as it is yielded (see the class docstring); a decoder that can read an
-        open file reads it through the checked descriptor, never by path."""
-        files, root, volume = self.listing.files, self._root, self._volume
-        assert volume is not None, "only local volumes are read in place"
-        transform, count = self.transform, self._count_file
-        through_descriptor = transform is not None and reads_files(transform)
-        decode: Callable[[Any], Any] = str if transform is None else transform  # called through_descriptor only
-        quiet = transform is not None and built_in(transform)
-        check, open_checked = volume.check, volume.open
-        for index in indices:
-            remote = files[index]
-            if through_descriptor:
-                with open(open_checked(remote.relative, remote.size), "rb") as handle:
-                    try:
-                        item = decode(handle)
-                    except Exception as exc:
-                        raise self._decode_failure(handle, remote, exc) from (None if quiet else exc)
-                if self.classes:
-                    item = item, self._label_index[remote.relative.split("/", 1)[0]]
-            else:
-                check(remote.relative, remote.size)
-                item = self._deliver(f"{root}/{remote.relative}", remote)
-            count(counters, stream, remote.size, downloaded=False, resident=True)
-            yield item
-        producer.notify(final=True)
-
-    def _decode_failure(self, source: Any, remote: RemoteFile, exc: Exception) -> DecodeError:
-        return decode_failure(f"{self._path}/{remote.relative}", self.transform, source, exc)
-
-    def _read_cached(self, indices: Sequence[int], counters: StreamCounters, stream: str) -> Iterator[Any]:
+    def _read_cached(
+        self, indices: Sequence[int], counters: StreamCounters, decoding: Decoding, count: Count
+    ) -> Iterator[Any]:
         """The pass as a chain of stages, made as it starts: select (the files at ``indices``, with
         their cache keys) -> fetch or hit (the fetch-ahead window over the cache, runs of pinned
         files) -> hand out (each file's item, decoded by the transform if any, counted, kept pinned
@@ -453,7 +409,7 @@ class UCVolumeDataset(PartitionedDataset):
         plain = self.transform is None and not self.classes  # the item is the path itself
 
         def deliver(path: str, index: int) -> Any:
-            return self._deliver(path, files[index])
+            return decoding(path, files[index].relative)
 
         def ended(lingering: list[CachedFile], completed: bool) -> None:
             fetch.downloads.close()
@@ -466,7 +422,6 @@ class UCVolumeDataset(PartitionedDataset):
                     self._arrived(indices, counters)
                 producer.notify(final=True)
 
-        count = functools.partial(self._count_file, counters, stream)
         return held.hand_out(fetch.run(wanted), indices, None if plain else deliver, count, ended)
 
     def _renew(self) -> bool:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Chained",
     "DecodeError",
+    "Decoding",
     "decode_bytes",
     "decode_failure",
     "decode_image",
@@ -89,6 +90,60 @@ def decode_failure(where: str, transform: Callable[..., Any] | None, source: Any
     detail = " ".join(detail.replace(repr(source), "").replace(str(source), where).split())
     name = decoder_name(transform) if transform is not None else "the transform"
     return DecodeError(f"{where}: {name} could not decode it ({type(exc).__name__}: {detail})")
+
+
+class Decoding:
+    """The decode stage of a volume pass: a file's item, made from its local path (or, by a decoder
+    that reads open files, from a descriptor the dataset checked), with its class label when the
+    dataset labels by folder. A transform that fails raises :class:`DecodeError` naming the file's
+    /Volumes path and the transform, never the local path.
+
+    Args:
+        transform: the dataset's transform; None: the item is the path.
+        where: the /Volumes folder the files are listed below.
+        labels: class folder (a listed path's first part) -> label; empty: no labels.
+
+    Example:
+        >>> Decoding(None, "/Volumes/c/s/v", {"cat": 0, "dog": 1})("/cache/x.png", "dog/x.png")
+        ('/cache/x.png', 1)
+        >>> Decoding(decode_text, "/Volumes/c/s/v", {})("/cache/gone.txt", "gone.txt")
+        Traceback (most recent call last):
+        ...
+        uc_jupyter.data.volume.decode.DecodeError: /Volumes/c/s/v/gone.txt: decode_text could not decode it (...)
+    """
+
+    def __init__(self, transform: Callable[[Any], Any] | None, where: str, labels: Mapping[str, int]) -> None:
+        self.transform, self._where, self._labels = transform, where, labels
+        # Whether the transform takes an open file (then a local volume's file is read through the
+        # descriptor its checks opened: :meth:`read`).
+        self.reads_files = transform is not None and reads_files(transform)
+        # The built-in decoders' failures are Pillow's or the codec's: their frames tell nothing.
+        self._quiet = transform is None or built_in(transform)
+
+    def __call__(self, path: str, relative: str) -> Any:
+        """The item of the file at ``path`` (local), listed as ``relative``."""
+        transform = self.transform
+        if transform is None:
+            item: Any = path
+        else:
+            try:
+                item = transform(path)
+            except Exception as exc:
+                raise self._failure(path, relative, exc) from (None if self._quiet else exc)
+        return (item, self._labels[relative.split("/", 1)[0]]) if self._labels else item
+
+    def read(self, handle: IO[bytes], relative: str) -> Any:
+        """The item of the file open at ``handle``, listed as ``relative`` (for a transform that
+        :attr:`reads_files`)."""
+        assert self.transform is not None, "only a transform reads open files"
+        try:
+            item = self.transform(handle)
+        except Exception as exc:
+            raise self._failure(handle, relative, exc) from (None if self._quiet else exc)
+        return (item, self._labels[relative.split("/", 1)[0]]) if self._labels else item
+
+    def _failure(self, source: Any, relative: str, exc: Exception) -> DecodeError:
+        return decode_failure(f"{self._where}/{relative}", self.transform, source, exc)
 
 
 def is_image_file(relative: str) -> bool:

@@ -40,7 +40,7 @@ from uc_jupyter.data.stream.loop_progress import UNKNOWN, Consumer
 if TYPE_CHECKING:
     from uc_jupyter.data.cache import CachedFile, FileCache
 
-__all__ = ["Held"]
+__all__ = ["Count", "Deliver", "Held"]
 
 # The decode stage: the item of the file at a path, given its position in the listing.
 Deliver = Callable[[str, int], Any]
