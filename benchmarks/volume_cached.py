@@ -30,19 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-
-def build(count: int) -> str:
-    """A volume of ``count`` 2 KiB files: its /Volumes path."""
-    from uc_jupyter.catalog import get_catalog
-
-    cat = get_catalog()
-    cat.create_catalog("main")
-    cat.create_schema("main.bench")
-    volume = cat.create_volume("main.bench.files")
-    root = Path(volume.storage_location.removeprefix("file://"))
-    for i in range(count):
-        (root / f"f{i:06d}.bin").write_bytes(os.urandom(2048))
-    return volume.path
+from loader_overhead import build_volume  # the same volume: 2 KiB files of random bytes
 
 
 def per_file(run: Callable[[], int]) -> float:
@@ -61,7 +49,7 @@ def main() -> None:
     os.environ["UC_JUPYTER_HOME"] = home  # an embedded catalog and cache of its own
     from uc_jupyter.data import DataLoader, UCVolumeDataset, decode_bytes
 
-    path = build(args.files)
+    path = build_volume(args.files)
     plain = UCVolumeDataset(path, cache="always", min_free_bytes=0)
     decoded = UCVolumeDataset(path, cache="always", min_free_bytes=0, transform=decode_bytes)
     paths = list(plain)  # the first pass copies every file into the cache; the rest are hits

@@ -39,9 +39,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import itertools
 import math
-import os
 import queue
 import sys
 import threading
@@ -55,11 +55,8 @@ from uc_jupyter.catalog.rules.privileges import validate_principal
 from uc_jupyter.distributed import board
 from uc_jupyter.distributed.checks import check_cluster, rank_count, seconds
 from uc_jupyter.distributed.errors import (
-    RankStartError,
-    RemoteFailure,
     describe_exit,
     hide_internal_frames,
-    interrupted,
 )
 from uc_jupyter.distributed.launch import Exited, Generation, Placement, placement_for
 from uc_jupyter.distributed.launch.local import visible_gpus
@@ -70,12 +67,10 @@ from uc_jupyter.distributed.protocol import (
     Call,
     CallKind,
     Output,
-    Ready,
     Reply,
-    StartFailed,
 )
+from uc_jupyter.distributed.start import start_ranks
 from uc_jupyter.distributed.status import PoolStatus, RankInfo
-from uc_jupyter.progress import waiting
 from uc_jupyter.telemetry.collector import Collector
 
 __all__ = [
@@ -384,6 +379,7 @@ class RankPool:
             stop("died")
 
     def _write(self, rank: int, message: Output, shown: set[int]) -> None:
+        """Write a rank's output, if the call shows that rank."""
         if rank in shown:
             self.output(rank, message.stream, message.text)
 
@@ -414,82 +410,21 @@ class RankPool:
         if self._placement is None:
             self._placement = placement_for(self.cluster, self.nodes, self.gpu_type)
         try:
-            return self._launch_placed(self._placement, principal)
+            return start_ranks(
+                self._placement,
+                self.size,
+                self.devices,
+                self.backend,
+                principal,
+                self.collector,
+                self.start_timeout,
+                functools.partial(self._write, shown=set(range(self.size))),
+            )
         except BaseException:
             # A pool that did not start holds nothing: not its cluster connection either.
             placement, self._placement = self._placement, None
             placement.close()
             raise
-
-    def _launch_placed(self, placement: Placement, principal: str) -> Generation:
-        devices, backend = placement.plan(self.size, self.devices, self.backend)
-        chosen = os.environ.get("MASTER_PORT")
-        attempts = 1 if chosen else 3  # a free port can be taken before rank 0 binds it: pick another
-        where = f" on {placement.cluster}" if placement.cluster else ""
-        with waiting(f"starting {self.size} {devices} ranks{where}"):  # a start takes seconds: say so past one
-            for attempt in range(attempts):
-                port = int(chosen) if chosen else None
-                try:
-                    return self._launch(placement, port, devices, backend, principal)
-                except RankStartError as exc:
-                    if attempt + 1 == attempts or "address already in use" not in str(exc.remote_tracebacks()).lower():
-                        raise
-        raise AssertionError("unreachable")
-
-    def _launch(self, placement: Placement, port: int | None, devices: str, backend: str, principal: str) -> Generation:
-        try:
-            generation = placement.start(
-                self.size, port, devices, backend, principal, self.collector, self.start_timeout
-            )
-        except KeyboardInterrupt:
-            raise interrupted(f"interrupted the start of {self.size} ranks; they were stopped") from None
-        try:
-            self._await_ready(generation)
-        except KeyboardInterrupt:
-            generation.kill()
-            raise interrupted(f"interrupted the start of {self.size} ranks; they were stopped") from None
-        except BaseException:
-            generation.kill()
-            raise
-        return generation
-
-    def _await_ready(self, generation: Generation) -> None:
-        waiting = set(range(self.size))
-        failures: list[RemoteFailure] = []
-        deadline = time.monotonic() + self.start_timeout
-        shown = set(range(self.size))
-        while waiting and not failures:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                failures = [
-                    RemoteFailure(r, "TimeoutError", f"did not start within {self.start_timeout:g} s", "")
-                    for r in sorted(waiting)
-                ]
-                break
-            try:
-                rank, message = generation.inbox.get(timeout=min(remaining, 0.2))
-            except queue.Empty:
-                continue
-            if isinstance(message, Ready):
-                generation.ranks[rank].device = message.device
-                generation.ranks[rank].pid = message.pid
-                waiting.discard(rank)
-            elif isinstance(message, StartFailed):
-                failures.append(message.failure)
-            elif isinstance(message, Exited):
-                how = (message.how or f"its process {describe_exit(message.returncode)}") + generation.ranks[
-                    rank
-                ].where()
-                failures.append(RemoteFailure(rank, "RankDied", how, generation.ranks[rank].log_tail()))
-            elif isinstance(message, Output):
-                self._write(rank, message, shown)
-        if failures:
-            raise RankStartError(
-                failures,
-                world_size=self.size,
-                summary="the rank pool could not start: "
-                + "; ".join(f"rank {f.rank}: {f.headline}" for f in sorted(failures, key=lambda f: f.rank)),
-            )
 
 
 def _caller() -> str:
