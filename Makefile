@@ -90,9 +90,10 @@ test: lint java chromium ucclient azurite
 	$(VENV)/bin/pytest --durations=30
 
 # The edit-test loop: lint and every test that starts no server (no Spark, S3 server, moto, Azurite,
-# Ray, kernel, Jupyter or browser: tests/conftest.py marks those `servers`); about 3.5 minutes on 2 cores.
+# Ray, kernel, Jupyter or browser: tests/conftest.py marks those `servers`), spread over the machine's
+# cores (pytest-xdist); about 3 minutes on 2 cores.
 check: lint
-	$(VENV)/bin/pytest -m 'not servers' -p no:cacheprovider --durations=10 -q
+	$(VENV)/bin/pytest -m 'not servers' -n auto -p no:cacheprovider --durations=10 -q
 
 # The tutorials in JupyterLab, on the demo catalog (root needs --allow-root, e.g. in containers).
 lab: $(STAMP) labextension

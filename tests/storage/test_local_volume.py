@@ -59,14 +59,17 @@ def test_entries_are_the_regular_files_with_size_and_mtime(volume: Make, root: P
     assert [path for path, _, _ in flat] == ["one.txt"]
 
 
-def test_symlinks_fifos_and_sockets_are_skipped_and_named(volume: Make, root: Path, tmp_path: Path) -> None:
+def test_symlinks_fifos_and_sockets_are_skipped_and_named(
+    volume: Make, root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = root / "data"
     (data / "inside-link.txt").symlink_to(data / "one.txt")  # even one that stays inside
     (data / "dir-link").symlink_to(data / "cls", target_is_directory=True)
     (data / "dangling").symlink_to(tmp_path / "nothing")
     os.mkfifo(data / "pipe")
     server = socket.socket(socket.AF_UNIX)
-    server.bind(str(data / "sock"))
+    monkeypatch.chdir(data)  # bound by a relative name: a socket's path may hold 107 bytes at most
+    server.bind("sock")
     try:
         files, skipped = volume("data").entries(recursive=True)
     finally:
