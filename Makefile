@@ -91,9 +91,10 @@ test: lint java chromium ucclient azurite
 
 # The edit-test loop: lint and every test that starts no server (no Spark, S3 server, moto, Azurite,
 # Ray, kernel, Jupyter or browser: tests/conftest.py marks those `servers`), spread over the machine's
-# cores (pytest-xdist); about 3 minutes on 2 cores.
+# cores (pytest-xdist; worksteal: a worker left with the slow tests hands the rest on); about 3 minutes
+# on 2 cores.
 check: lint
-	$(VENV)/bin/pytest -m 'not servers' -n auto -p no:cacheprovider --durations=10 -q
+	$(VENV)/bin/pytest -m 'not servers' -n auto --dist worksteal -p no:cacheprovider --durations=10 -q
 
 # The tutorials in JupyterLab, on the demo catalog (root needs --allow-root, e.g. in containers).
 lab: $(STAMP) labextension

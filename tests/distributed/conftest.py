@@ -63,7 +63,12 @@ def wait_until_gone(pids: set[int], within: float = 10.0) -> set[int]:
     """The pids still alive after ``within`` seconds (at once when none is): the caller says what that means."""
 
     def alive() -> set[int]:
-        return {pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"}
+        living = set()
+        for pid in pids:
+            with contextlib.suppress(psutil.NoSuchProcess):  # gone between the listing and the look
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    living.add(pid)
+        return living
 
     with contextlib.suppress(AssertionError):  # not a failure here: the caller asserts or ends them
         wait_until(lambda: not alive(), "the processes to end", within)
