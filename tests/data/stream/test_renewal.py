@@ -156,6 +156,36 @@ def test_dataloader_workers_renew_their_own_keys(short: Served, tmp_path: Path) 
     assert sorted(body for batch in loader for body in batch) == sorted(FILES.values())
 
 
+@pytest.mark.in_a_fork  # reads in this process: object_store
+def test_a_renewal_refused_as_a_persistent_workers_epoch_starts_reaches_the_loop(short: Served, tmp_path: Path) -> None:
+    """torch starts a persistent worker's next epoch outside its error handling: a pass that failed to
+    start there would end the worker ("exited unexpectedly"); it fails at its first item instead."""
+    token = short.token_for("alice")
+    assert token is not None
+    rest = RestCatalog(short.url, token)
+    dataset = UCVolumeDataset(VOLUME, catalog=rest, cache="never", cache_dir=tmp_path / "cache")
+
+    def read(batch: list[str]) -> list[bytes]:
+        return [Path(path).read_bytes() for path in batch]
+
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=2, num_workers=2, collate_fn=read, persistent_workers=True, multiprocessing_context="fork"
+    )
+    assert sorted(body for batch in loader for body in batch) == sorted(FILES.values())
+    later = rest.resolve_volume_path(VOLUME)
+    with as_principal(ADMIN):
+        short.catalog.revoke("v.s.a", "READ VOLUME", "alice")
+    try:
+        wait_until(_ended(later), "the reaper to end a 3 s vend", 60, interval_s=0.2)  # the workers' keys too
+        with pytest.raises(RuntimeError, match="^Caught PermissionDenied in DataLoader worker process") as raised:
+            list(loader)  # each worker renews as its epoch starts: refused, and torch re-raises it
+        assert "alice lacks READ VOLUME on v.s.a" in str(raised.value)
+    finally:
+        with as_principal(ADMIN):
+            short.catalog.grant("v.s.a", "READ VOLUME", "alice")
+        loader._iterator = None  # the persistent workers stop now
+
+
 def test_a_spawned_table_reader_renews_before_reading_the_snapshot_again(
     short: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:

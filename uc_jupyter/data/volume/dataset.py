@@ -386,24 +386,32 @@ class UCVolumeDataset(PartitionedDataset):
         their cache keys) -> fetch or hit (the fetch-ahead window over the cache, runs of pinned
         files) -> hand out (each file's item, decoded by the transform if any, counted, kept pinned
         while the consumer may use it). torch's collate is the next; each boundary is where a stage's
-        time can be taken."""
-        cache = self._file_cache()
-        for leftover in self._lingering:  # the previous pass's last files: its consumer moved on
-            cache.release(leftover)
-        self._lingering = []
-        # The consumer of this pass (the loader binds it while torch starts the stream).
-        using = consumer.of(self)
-        held = Held(cache, self.pin_window, using, hold=self.transform is None)
-        fetch = Prefetcher(
-            cache,
-            self._downloads(counters),
-            group=self._group,
-            keep=self._keep,
-            window=self.pin_window,
-            prefetch=self.prefetch,
-            consumer=using,
-            relieve=held.relieve,
-        )
+        time can be taken.
+
+        Built when the pass starts (``iter``), it fails at the pass's first item, as a pass built
+        lazily would: a persistent DataLoader worker starts each epoch's pass outside torch's error
+        handling, and an error raised there (a renewal the catalog refuses) would end the worker
+        instead of reaching the loop as one line."""
+        try:
+            cache = self._file_cache()
+            for leftover in self._lingering:  # the previous pass's last files: its consumer moved on
+                cache.release(leftover)
+            self._lingering = []
+            # The consumer of this pass (the loader binds it while torch starts the stream).
+            using = consumer.of(self)
+            held = Held(cache, self.pin_window, using, hold=self.transform is None)
+            fetch = Prefetcher(
+                cache,
+                self._downloads(counters),
+                group=self._group,
+                keep=self._keep,
+                window=self.pin_window,
+                prefetch=self.prefetch,
+                consumer=using,
+                relieve=held.relieve,
+            )
+        except Exception as exc:
+            return _fails(exc)
         files = self._files()  # a listing still arriving: the list that grows
         wanted = WantedFiles(files, self._keys, indices, root=self._root, where=self._path)
         plain = self.transform is None and not self.classes  # the item is the path itself
@@ -463,3 +471,9 @@ class UCVolumeDataset(PartitionedDataset):
             self._count(counters, retries=1)
 
         return self._storage_now().downloads(self.retry, on_retry=on_retry, threads=threads)
+
+
+def _fails(error: Exception) -> Iterator[Any]:
+    """A pass that could not start: it raises ``error`` when its first item is asked for."""
+    raise error
+    yield  # a generator: the raise waits for the first next()
