@@ -145,7 +145,7 @@ _SERVER_FIXTURES = frozenset(
         "ray_cluster",  # tests/conftest.py: the session's 2-node Ray cluster
         "s3_server",  # the S3 test server
         "moto",  # moto_server, moto_iam's or a plain one
-        "uploads",  # tests/ucserver/test_vending.py: a moto_iam of its own for multipart uploads
+        "uploads",  # tests/ucserver/test_routes_vending.py: a moto_iam of its own for multipart uploads
         "iam",  # moto_iam
         "az",  # Azurite
         "gcs",  # fake-gcs-server
@@ -158,7 +158,7 @@ _SERVER_FIXTURES = frozenset(
         "alice_server",
         "kernel",  # a Jupyter kernel
         "cluster",  # tests/testing/test_ray_cluster.py: a Ray cluster of its own
-        "other_torch_node",  # tests/distributed/test_ray_placement.py: a Ray cluster of its own
+        "other_torch_node",  # tests/distributed/launch/test_ray.py: a Ray cluster of its own
         "lab",  # ui-tests: JupyterLab, driven by chromium
     }
 )

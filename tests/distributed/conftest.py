@@ -19,6 +19,7 @@ from uc_jupyter.testing.waits import wait_until
 __all__ = ["PoolMaker"]
 
 KEPT: list[RankPool] = []  # pools that live across the tests of a module
+KEPT_RANKS: set[int] = set()  # pids of ranks started without a pool that live across a module's tests
 
 
 RANK_ENTRIES = ("uc_jupyter.distributed._worker", "uc_jupyter.distributed._supervisor")
@@ -96,5 +97,6 @@ def no_orphans() -> Iterator[None]:
     if (shared := current_shared_pool()) is not None and shared not in KEPT:
         shutdown_shared_pool()
     kept = with_supervisors(set().union(*(pool_pids(p) for p in KEPT))) if KEPT else set()
+    kept |= KEPT_RANKS
     leftover = wait_until_gone((rank_processes() | set(leftover_rank_hosts())) - kept)
     assert not leftover, f"rank processes left behind: {sorted(leftover)}"

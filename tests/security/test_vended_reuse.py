@@ -4,7 +4,7 @@ cache or the server's routes, and vended keys presented where they do not belong
 The server (an in-process ``uc-jupyter serve``, :mod:`uc_jupyter.testing.served`) vends a role per vend
 on moto with IAM enforcement (:mod:`uc_jupyter.testing.moto_iam`), so what the keys reach is enforced
 by moto, not by us. What one set of vended keys reaches at all (its prefix only, read or write, until
-the reaper) is tests/ucserver/test_vending.py's; this file is about who gets keys and who may reuse them.
+the reaper) is tests/ucserver/test_routes_vending.py's; this file is about who gets keys and who may reuse them.
 Keys handed to a person are bearer secrets: whoever holds them reads what they reach until they
 expire. What the catalog controls, and is tested here, is that keys are only ever handed to a
 principal who holds the privilege at that moment.

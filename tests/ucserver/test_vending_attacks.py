@@ -1,6 +1,6 @@
 """Attacks on the temporary-credential routes by a principal who wants data it lacks, through a real
 ``uc-jupyter serve`` (local storage, and s3 behind a ``static`` credential: the refusals come before
-any key is made, so no S3 server is needed; what vended keys reach on S3 is test_vending.py's).
+any key is made, so no S3 server is needed; what vended keys reach on S3 is test_routes_vending.py's).
 
 - an id of a volume or table dropped and made again under the same name (its storage moved) never
   vends the new one: ids are the object's, not the name's;

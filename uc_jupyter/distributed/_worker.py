@@ -186,10 +186,10 @@ class _Rank:
     def _run(self, call: Call, interruptible: _Interruptible, pump: _OutputPump) -> None:
         try:
             payload = unpack(call.payload)  # unpickling runs code too: as the call's principal
+            work = self._work(call.kind, payload)  # a payload of the wrong shape answers; it never ends the rank
         except BaseException as exc:
             self._answer(call, failure=failure_of(exc, self.rank), pump=pump)
             return
-        work = self._work(call.kind, payload)
         try:
             interruptible.active = True
             try:

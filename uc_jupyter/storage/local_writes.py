@@ -158,12 +158,15 @@ class LocalWrites:
 
     def listing(self, prefix: str = "") -> builtins.list[Listed]:
         start = checked_prefix(prefix)
+        folders = start.split("/") if start else []
         try:
-            top = self._walk(start.split("/") if start else [], create=False)
+            top = self._walk(folders, create=False)
         except FileNotFoundError:
             return []
-        except NotADirectoryError:
-            return []
+        except EscapesVolume:
+            if self._file_on_the_way(folders):  # a file where a folder would be: nothing below it, as on object stores
+                return []
+            raise
         found: builtins.list[Listed] = []
         pending: builtins.list[tuple[int, str]] = [(top, f"{start}/" if start else "")]
         while pending:
@@ -208,6 +211,20 @@ class LocalWrites:
             raise
         finally:
             os.close(root)
+
+    def _file_on_the_way(self, folders: builtins.list[str]) -> bool:
+        """Whether the walk down ``folders`` meets a regular file before any symbolic link (only to tell
+        the two apart after a walk refused them: nothing is opened here)."""
+        way = self.root
+        for part in [p for p in self._below.split("/") if p] + folders:
+            way = os.path.join(way, part)
+            try:
+                mode = os.lstat(way).st_mode
+            except OSError:
+                return False
+            if not stat.S_ISDIR(mode):
+                return stat.S_ISREG(mode)
+        return False
 
     def _error(self, exc: OSError, key: str) -> OSError:
         where = f"{self.where}/{key}" if key else self.where

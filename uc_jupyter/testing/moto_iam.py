@@ -6,7 +6,7 @@ the buckets asked for and an IAM user (``uc-server``) allowed everything, whose 
 server's storage credential holds, then turns enforcement on (``POST /moto-api/reset-auth`` ``0``):
 from then on every request must be signed by a known key and allowed by a policy of its user or
 assumed role. What moto does not check (session policies, expiry, ``s3:prefix`` conditions) is in
-the design note and proven in tests/ucserver/test_vending.py. moto 5.2.6 checks each S3 call's API name
+the design note and proven in tests/ucserver/test_routes_vending.py. moto 5.2.6 checks each S3 call's API name
 (``s3:HeadObject``) instead of its IAM action (``s3:GetObject``) and so refuses correctly scoped keys: the
 dev extra keeps moto below it (constraints.txt pins the version the suite passed with).
 

@@ -55,15 +55,22 @@ def secure_transport(scheme: str, client_host: str | None) -> bool:
     Example:
         >>> [secure_transport(*asked) for asked in (("http", "127.0.0.1"), ("http", "::1"), ("https", "192.0.2.9"))]
         [True, True, True]
+        >>> secure_transport("http", "::ffff:127.0.0.1"), secure_transport("http", "::ffff:192.0.2.9")
+        (True, False)
         >>> secure_transport("http", "192.0.2.9"), secure_transport("http", None), secure_transport("http", "name")
         (False, False, False)
     """
     if scheme == "https":
         return True
+    if client_host is None:
+        return False
     try:
-        return client_host is not None and ipaddress.ip_address(client_host).is_loopback
+        address = ipaddress.ip_address(client_host)
     except ValueError:  # not an address (a unix socket's peer, a test client's name): not known to be local
         return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped  # an IPv4 client of a dual-stack socket (serve --host ::)
+    return address.is_loopback
 
 
 def _flat(text: str, what: str) -> str:

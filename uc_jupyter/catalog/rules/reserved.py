@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 __all__ = ["MARKER", "inside_marked_folder", "mark", "reserve", "reserved_folders"]
@@ -38,8 +39,9 @@ def mark(folder: str | os.PathLike[str], kind: str) -> None:
     marker = path / MARKER
     if marker.exists():
         return
-    tmp = path / f"{MARKER}.{os.getpid()}"
-    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    # A fresh name each time (O_EXCL, 0600): threads marking one folder at once never share a temporary,
+    # and a symbolic link planted under a predictable name is never followed and written through.
+    fd, tmp = tempfile.mkstemp(prefix=f"{MARKER}.", dir=path)
     try:
         os.write(fd, kind.encode())
     finally:

@@ -15,12 +15,11 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
+from tests.distributed.conftest import pool_pids, wait_until_gone, with_supervisors
 from uc_jupyter.distributed import RankDied, RankPool
 from uc_jupyter.distributed.errors import ClusterError
 from uc_jupyter.processes import free_port
 from uc_jupyter.testing.ray_cluster import RayTestCluster
-
-from .conftest import pool_pids, wait_until_gone, with_supervisors
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # ranks cannot import test modules by name
 
