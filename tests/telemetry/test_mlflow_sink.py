@@ -327,3 +327,27 @@ def test_the_hit_rate_is_the_windows_own() -> None:
     out.wait()
     rate = metric_names(0)["cache_hit_rate"]
     assert [m.value for call in log.metrics for m in call if m.key == rate] == [0.0, 1.0]
+
+
+def test_exposed_wait_and_start_up_are_the_windows_own() -> None:
+    """The first window holds the pass's start-up (iter() and the first batch), apart from its exposed
+    wait; a later window of the same pass has no start-up and its own share."""
+    log = Recorder()
+    out = sink(log)
+    first = after(3, seconds=0.04)  # 3 batches: the first is start-up, 2 later ones wait 0.04 against 0.02 each
+    loop = first.samples[(0, MAIN_WORKER)]
+    started = dataclasses.replace(loop, setup=0.5, first_waits=0.04)
+    out.end_pass(Snapshot({**first.samples, loop.producer: started}, first.time))
+    later = after(5, seconds=0.04)
+    loop = later.samples[(0, MAIN_WORKER)]
+    out.end_pass(
+        Snapshot({**later.samples, loop.producer: dataclasses.replace(loop, setup=0.5, first_waits=0.04)}, 5.0)
+    )
+    out.wait()
+    exposed, startup = metric_names(0)["exposed_wait"], metric_names(0)["startup_seconds"]
+    logged = [(m.key, m.value, m.step) for call in log.metrics for m in call if m.key in (exposed, startup)]
+    assert logged == [
+        (exposed, pytest.approx(0.08 / (0.08 + 0.04)), 3),
+        (startup, pytest.approx(0.54), 3),
+        (exposed, pytest.approx(0.08 / (0.08 + 0.04)), 5),  # no pass started in the second window
+    ]

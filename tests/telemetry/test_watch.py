@@ -23,8 +23,8 @@ class Recorded:
         self.source, self.title = source, title
         self.calls: list[tuple[Any, ...]] = []
 
-    def begin(self, label: str, start: Snapshot | None, *, epoch: int | None = None) -> None:
-        self.calls.append(("begin", label, epoch))
+    def begin(self, label: str, start: Snapshot | None, *, epoch: int | None = None, total: int | None = None) -> None:
+        self.calls.append(("begin", label, epoch, total))
 
     def end(self, final: Snapshot | None, *, error: BaseException | str | None = None, stopped: bool = False) -> None:
         self.calls.append(("end", type(error).__name__ if error else None, stopped))
@@ -58,11 +58,11 @@ def test_a_monitored_loader_shows_every_pass_in_one_view_from_the_hook(recorded:
     assert [len(b) for b in loader] == [2, 2]
     [view] = recorded  # one view over all its passes
     assert view.calls == [
-        ("begin", "epoch 0", 0),
+        ("begin", "epoch 0", 0, 2),  # len(loader): 2 batches a pass
         ("end", None, False),
-        ("begin", "epoch 1", 1),
+        ("begin", "epoch 1", 1, 2),
         ("end", None, True),
-        ("begin", "epoch 2", 2),
+        ("begin", "epoch 2", 2, 2),
         ("end", None, False),
     ]
     assert loader.dashboard_monitor is view
@@ -80,8 +80,8 @@ def test_watching_a_block_ends_it_as_it_ended(recorded: list[Recorded]) -> None:
     with pytest.raises(KeyError), watching(watch_passes(lambda: Snapshot({}, time=0.0), "2 ranks")):
         raise KeyError("x")
     assert [v.calls for v in recorded] == [
-        [("begin", "", None), ("end", None, False)],
-        [("begin", "", None), ("end", "KeyError", False)],
+        [("begin", "", None, None), ("end", None, False)],
+        [("begin", "", None, None), ("end", "KeyError", False)],
     ]
 
 

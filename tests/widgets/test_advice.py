@@ -214,10 +214,111 @@ def test_skipped_files() -> None:
     assert skipped_text(snapshot(1.0, *workers())) == ""
 
 
-def test_one_long_first_wait_is_start_up_not_a_knob() -> None:
-    fetch = [1.5] + [0.002] * 99  # the workers starting, then every batch ready
-    snap = snapshot(10.0, loop(fetch=fetch, between=[0.05] * 100, depths=(2, 2)), *workers())
-    assert verdict(snap).input_bound  # 1.7 s of 6.7 s: measured as it is
-    (advice,) = advise(snap, cpus=8)
-    assert advice.startswith("only one batch waited long (1.")
-    assert advice.endswith("the loop waits 3%: nothing to change (persistent_workers=True starts them once)")
+def test_start_up_is_said_apart_and_left_out_of_the_steady_state() -> None:
+    fetch = [1.5] + [0.002] * 99  # the first files, then every batch ready
+    started = replace(loop(fetch=fetch, between=[0.05] * 99, depths=(2, 2)), setup=0.3, first_waits=1.5)
+    snap = snapshot(10.0, started, *workers())
+    judged = verdict(snap)
+    assert (judged.kind, judged.input_bound, judged.text) == (
+        "compute-bound",
+        False,
+        "compute-bound: the loop waited for data 4% of the time; data keeps up",  # 1.5 s of it was start-up
+    )
+    assert advise(snap, cpus=8) == (
+        "nothing to change in data loading: a faster training step is what speeds this loop up",
+    )
+
+
+def test_a_short_pass_that_mostly_started_says_so_and_what_starts_the_workers_once() -> None:
+    short = replace(loop(fetch=[0.4] + [0.002] * 9, between=[0.05] * 9, depths=(2, 2)), setup=2.0, first_waits=0.4)
+    judged = verdict(snapshot(10.0, short, *workers()))
+    assert judged.kind == "start-up" and not judged.input_bound
+    assert judged.text == (
+        "start-up: starting the pass took 2.40 s of 2.87 s (workers, listing, first files); after it the loop "
+        "waited for data 4%"
+    )
+    assert advise(snapshot(10.0, short, *workers()), cpus=8) == (
+        "starting the workers took 2.00 s: persistent_workers=True starts them once, for every epoch",
+    )
+    listing = replace(short, setup=0.01, first_waits=2.4, fetch=Histogram.of([2.4] + [0.002] * 9))
+    assert verdict(snapshot(10.0, listing, *workers())).kind == "start-up"
+    assert advise(snapshot(10.0, listing, *workers()), cpus=8) == ()  # the first files took it: no knob for that
+
+
+def test_a_pass_of_first_batches_only_says_how_long_they_took() -> None:
+    first = replace(loop(fetch=[1.5], between=[]), setup=0.1, first_waits=1.5)
+    judged = verdict(snapshot(2.0, first))
+    assert (judged.kind, judged.share, judged.text) == ("start-up", None, "start-up: the first batch took 1.60 s")
+    assert advise(snapshot(2.0, first)) == ()
+
+
+def test_a_loop_without_a_training_step_is_told_its_wait_is_expected_and_given_no_advice() -> None:
+    counting = loop(fetch=[0.01] * 100, between=[0.00002] * 99, depths=(2, 2), seconds=2.0)
+    snap = snapshot(2.0, counting, *workers())
+    judged = verdict(snap)
+    assert (judged.kind, judged.input_bound) == ("no-work", False)
+    assert judged.text == (
+        "no training step: the loop does nothing between batches, so waiting for data 100% of the time is "
+        "expected; the loader alone delivers 400 samples/s"
+    )
+    assert advise(snap, cpus=8) == ()
+
+
+def test_the_headline_follows_the_rank_that_waits_most_and_names_the_others() -> None:
+    fast_fetch, fast_between = steady(0.12)
+    slow_fetch, slow_between = steady(0.45)
+    fast = loop(0, fetch=fast_fetch, between=fast_between, depths=(2, 2))
+    slow = loop(1, fetch=slow_fetch, between=slow_between, depths=(2, 2))
+    judged = verdict(snapshot(10.0, fast, slow, *workers(0), *workers(1)))
+    assert (judged.rank, judged.share) == (1, pytest.approx(0.45))
+    assert judged.text == (
+        "input-bound: rank 1 waited for data 45% of the time (over 10%: data loading holds training back); "
+        "rank 0 waited 12%"
+    )
+    calm = [loop(r, fetch=steady(s)[0], between=steady(s)[1]) for r, s in ((0, 0.02), (1, 0.05), (2, 0.08), (3, 0.03))]
+    judged = verdict(snapshot(10.0, *calm))
+    assert judged.text == "compute-bound: rank 2 waited for data 8% of the time; data keeps up; the other 3 ranks 2%-5%"
+
+
+def test_a_table_loader_on_every_cpu_is_not_told_about_files() -> None:
+    fetch, between = steady(0.3)
+    rows = [replace(w, files=0, hits=0, bytes=0) for w in workers(count=2, hits=0)]
+    (advice,) = advise(snapshot(10.0, loop(fetch=fetch, between=between, depths=(2, 2)), *rows), cpus=2)
+    assert advice == (
+        "all 2 CPUs run a worker and the loop still waits 30% of the time: make each item cheaper to load "
+        "(fewer columns, a filter, a lighter transform) or use a machine with more CPUs"
+    )
+
+
+def on_cpu(samples: list[Sample], share: float, seconds: float = 10.0) -> list[Sample]:
+    """``samples`` (workers) alive for ``seconds``, on CPU ``share`` of that time."""
+    return [replace(w, time=seconds, started=0.001, cpu_seconds=share * (seconds - 0.001)) for w in samples]
+
+
+def test_workers_that_mostly_wait_for_storage_are_told_to_keep_more_reads_in_flight() -> None:
+    fetch, between = steady(0.4)
+    waiting = snapshot(10.0, loop(fetch=fetch, between=between, depths=(2, 2)), *on_cpu(workers(), 0.2))
+    (advice,) = advise(waiting, cpus=8)
+    assert advice == (
+        "the workers wait for their data: on CPU 20% of the time, they spend the rest waiting for storage; keep "
+        "more reads in flight (the dataset's prefetch=, or more workers)"
+    )
+    busy = snapshot(10.0, loop(fetch=fetch, between=between, depths=(2, 2)), *on_cpu(workers(), 0.95))
+    assert advise(busy, cpus=8) == (
+        "raise num_workers to 4: 2 busy workers deliver 80.0 samples/s (on CPU 95% of the time) and the loop still "
+        "waits 40% of the time",
+    )
+    assert advise(busy, cpus=2)[0].startswith("all 2 CPUs run a worker")
+
+
+def test_a_workers_cpu_share_is_per_pass_and_absent_without_worker_processes() -> None:
+    from uc_jupyter.widgets.passes import since
+
+    fetch, between = steady(0.4)
+    first = snapshot(10.0, loop(fetch=fetch, between=between), *on_cpu(workers(), 0.9, seconds=10.0))
+    # The next 10 s the workers were on CPU 1 s of 10: the pass's own share, not the run's.
+    later = [replace(w, time=20.0, cpu_seconds=w.cpu_seconds + 1.0) for w in first.samples.values() if w.worker >= 0]
+    second = snapshot(20.0, loop(fetch=fetch * 2, between=between * 2, seconds=20.0), *later)
+    assert second.worker_cpu_share(0) == pytest.approx((2 * 9 * 0.9999 + 2) / (2 * 19.999), rel=1e-3)
+    assert since(second, first).worker_cpu_share(0) == pytest.approx(0.1)
+    assert snapshot(10.0, loop(fetch=fetch, between=between), *workers()).worker_cpu_share(0) is None

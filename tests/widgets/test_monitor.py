@@ -371,3 +371,24 @@ def test_ranks_telemetry_in_the_kernel_shows_the_resumed_epoch(comms: CommLog) -
         clock.now = 1.0
     assert m.dashboard is not None
     assert re.search(r"<td[^>]*>epoch 1 \(resumed\)</td><td[^>]*>done</td>", m.dashboard.epochs_table.value)
+
+
+def test_a_pass_too_quick_for_a_dashboard_still_leaves_its_line(
+    comms: CommLog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = recorded_run(0.5)  # 10 snapshots, 2 batches each
+    clock, display = ManualClock(), Display()
+    watch = LoaderMonitor(Source(run), title="DataLoader", interval=600.0, show_after=1.0, clock=clock, display=display)
+    watch.begin("epoch 0", run[4], epoch=0, total=12)
+    watch.end(run[-1])  # 10 batches of 12 in 0.25 s: the loop stopped asking early, still a line
+    assert capsys.readouterr().out == (
+        "DataLoader: epoch 0: 10/12 batches in 250 ms, 1,280 samples/s, exposed wait 29%\n"
+    )
+    assert display.shown == [] and len(comms) == 0  # no widget for it
+    watch.begin("epoch 1", run[0], epoch=1, total=None)
+    clock.advance(1.0)  # long enough: the dashboard takes over, no line
+    watch.end(run[-1])
+    assert capsys.readouterr().out == "" and display.shown
+    watch.begin("epoch 2", run[-1], epoch=2)
+    watch.end(run[-1])  # quick again, but the dashboard's epochs table holds its row
+    assert capsys.readouterr().out == ""

@@ -49,9 +49,13 @@ def test_a_restarted_or_new_producer_counts_whole() -> None:
 
 def test_epoch_rows_are_labelled_per_epoch_and_cumulative() -> None:
     s0 = snapshot(0.0)
-    s1 = snapshot(10.0, loop(0, 10.0, [0.1] * 10, [0.1] * 9), worker(0, 0, 10.0, 80, hits=5))
-    s2 = snapshot(20.0, loop(0, 20.0, [0.1] * 10 + [0.3] * 5, [0.1] * 14), worker(0, 0, 20.0, 80, hits=15))
-    now = snapshot(25.0, loop(0, 25.0, [0.1] * 10 + [0.3] * 5 + [0.05] * 3, [0.1] * 17), worker(0, 0, 25.0, 80))
+    s1 = snapshot(10.0, loop(0, 10.0, [0.1] * 10, [0.1] * 9), worker(0, 0, 10.0, 80, hits=5, budget=10**6))
+    s2 = snapshot(
+        20.0, loop(0, 20.0, [0.1] * 10 + [0.3] * 5, [0.1] * 14), worker(0, 0, 20.0, 80, hits=15, budget=10**6)
+    )
+    now = snapshot(
+        25.0, loop(0, 25.0, [0.1] * 10 + [0.3] * 5 + [0.05] * 3, [0.1] * 17), worker(0, 0, 25.0, 80, budget=10**6)
+    )
     passes = [
         PassRecord("epoch 0", s0, s1, "done"),
         PassRecord("epoch 1", s1, s2, "failed", "ValueError: bad file"),
@@ -123,3 +127,20 @@ def test_a_block_of_work_on_ranks_names_the_epoch_its_ranks_resumed() -> None:
     mixed = snapshot(5.0, *ranks[:2], replace(ranks[2], resumed_epoch=2))  # never so, but said plainly
     assert epoch_rows([PassRecord("", None)], mixed)[0].label == "epochs 1, 2 (resumed)"
     assert epoch_rows([PassRecord("", None)], snapshot(5.0, worker(0, 0, 5.0, 40)))[0].label == ""
+
+
+def test_a_pass_says_done_of_total_and_time_left_while_it_runs_then_its_line() -> None:
+    start = snapshot(10.0, loop(0, 10.0, [0.1] * 4, [0.2] * 3))
+    now = snapshot(16.0, loop(0, 16.0, [0.1] * 4 + [0.1] * 20, [0.2] * 23))
+    running = PassRecord("epoch 1", start, epoch=1, total=50)
+    assert running.progress(now) == "running: 20/50 batches, about 9.00 s left"  # 20 in 6 s: 30 more take 9 s
+    assert PassRecord("epoch 1", start, epoch=1).progress(now) == "running"  # no total: no time left either
+    stopped = replace(running, end=now, state="stopped")
+    assert stopped.progress(now) == "stopped after 20 batches"
+    assert stopped.line(now) == (
+        "epoch 1: 20/50 batches in 6.00 s, 107 samples/s, exposed wait 33%, stopped after 20 batches"
+    )
+    only = snapshot(1.0, replace(loop(0, 1.0, [0.5], []), first_waits=0.5, setup=0.25))
+    first = PassRecord("epoch 0", None, only, "done")
+    # One batch is all start-up: no steady state to judge, and no "exposed wait" said.
+    assert first.line(only) == "epoch 0: 1 batch in 1.00 s, 32.0 samples/s, start-up 750 ms"

@@ -74,13 +74,16 @@ def test_summary_is_one_paragraph() -> None:
         "shards: no shard telemetry yet."
     )
     fetch = Histogram.of([0.001] * 98 + [0.05, 0.2])
-    loops = Sample(rank=0, worker=-1, seq=1, time=4.0, started=0.0, batches=100, samples=6400, fetch=fetch)
+    step = Histogram.of([0.002] * 99)  # a training step between batches
+    loops = Sample(
+        rank=0, worker=-1, seq=1, time=4.0, started=0.0, batches=100, samples=6400, fetch=fetch, between=step
+    )
     text = summary(
         snapshot(4.0, loops, worker(0, 0, 4.0, 3200, used=5_000_000, budget=10_000_000, hits=90)), title="epoch 1"
     )
     assert text == (
         "epoch 1: 100 batches, 6,400 samples at 1600 samples/s; fetch p50 869 us, p95 991 us, p99 56.2 ms; "
-        "input-bound: the loop waited for data 100% of the time (over 10%: data loading holds training back); "
+        "input-bound: the loop waited for data 64% of the time (over 10%: data loading holds training back); "
         "to do: raise num_workers to 4: data loads inside the training loop, between its steps; "
         "cache 5.00 MB of 10.0 MB (50%), hit rate 90%, 0 evictions; shards: 1 rank x 1 worker, 3,200 items."
     )

@@ -2,10 +2,13 @@
 
 Keys (per rank R): ``dataloader/fetch_seconds/rank_R`` and ``.../fetch_seconds_variance/rank_R``,
 ``dataloader/between_next_seconds/rank_R`` and its ``_variance`` (the reference runtime's names),
-plus ``dataloader/fetch_seconds_p95/rank_R``, ``dataloader/samples_per_second/rank_R`` and
-``dataloader/cache_hit_rate/rank_R``. Each point is one *window*: the batches since the previous
-one (means, variances, p95 of that window), logged at a step that only grows (batches delivered so
-far); a window without a new batch logs nothing.
+plus ``dataloader/fetch_seconds_p95/rank_R``, ``dataloader/samples_per_second/rank_R``,
+``dataloader/cache_hit_rate/rank_R``, ``dataloader/exposed_wait/rank_R`` (the share of the loop's
+steady-state time it waited for data: a pass's start-up left out) and
+``dataloader/startup_seconds/rank_R`` (iter() and the first batch, in a window where a pass starts).
+Each point is one *window*: the batches since the previous one (means, variances, p95 of that
+window), logged at a step that only grows (batches delivered so far); a window without a new batch
+logs nothing.
 
 When: a window closes every ``interval`` seconds while a pass runs (:meth:`MlflowSink.due`,
 :meth:`MlflowSink.hand_over`: before the batch that made it due counts, so the end of a pass always
@@ -55,7 +58,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from uc_jupyter.notices import notice
-from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot
+from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot, wait_share
 
 __all__ = ["MlflowSink", "active_run_id", "metric_names", "quiet_mlflow_logging", "wait_all"]
 
@@ -65,7 +68,7 @@ _FAILED = "uc_jupyter.telemetry.mlflow_sink: failed"
 _QUIET = "WARNING"  # MLflow's INFO lines ("Created MLflow experiment", run links) are not for a notebook
 
 _WAIT_SECONDS = 30.0  # the most a wait for MLflow lasts before giving up on it
-_WINDOWS_PER_CALL = 100  # 7 metrics each: within log_batch's 1000 metrics per call
+_WINDOWS_PER_CALL = 100  # 9 metrics at most each: within log_batch's 1000 metrics per call
 
 
 def metric_names(rank: int) -> dict[str, str]:
@@ -78,6 +81,8 @@ def metric_names(rank: int) -> dict[str, str]:
         "fetch_p95": f"{prefix}/fetch_seconds_p95/rank_{rank}",
         "samples_per_second": f"{prefix}/samples_per_second/rank_{rank}",
         "cache_hit_rate": f"{prefix}/cache_hit_rate/rank_{rank}",
+        "exposed_wait": f"{prefix}/exposed_wait/rank_{rank}",
+        "startup_seconds": f"{prefix}/startup_seconds/rank_{rank}",
     }
 
 
@@ -118,7 +123,8 @@ class _Window(NamedTuple):
 
 
 # The cumulative counters a window is measured against: fetch, between, samples, hits, misses, time.
-_Totals = tuple[Histogram, Histogram, int, int, int, float]
+# fetch, between, samples, hits, misses, the snapshot's time, then the loop's setup and first waits so far
+_Totals = tuple[Histogram, Histogram, int, int, int, float, float, float]
 
 
 class MlflowSink:
@@ -299,12 +305,12 @@ class MlflowSink:
         if found is None:
             return None
         loop, totals = found
-        fetch, between, samples, hits, misses, now = totals
+        fetch, between, samples, hits, misses, now, setup, first_waits = totals
         if self._previous is not None:
-            old_fetch, old_between, old_samples, old_hits, old_misses, old_time = self._previous
+            old_fetch, old_between, old_samples, old_hits, old_misses, old_time, old_setup, old_first = self._previous
             window_fetch, window_between = fetch.minus(old_fetch), between.minus(old_between)
             window_samples, window_hits, window_misses = samples - old_samples, hits - old_hits, misses - old_misses
-            elapsed = now - old_time
+            elapsed, setup, first_waits = now - old_time, setup - old_setup, first_waits - old_first
         else:
             window_fetch, window_between, window_samples = fetch, between, samples
             window_hits, window_misses, elapsed = hits, misses, now - loop.started
@@ -321,6 +327,11 @@ class MlflowSink:
         }
         if window_hits + window_misses:
             values["cache_hit_rate"] = window_hits / (window_hits + window_misses)
+        exposed = wait_share(max(0.0, window_fetch.total - first_waits), window_between.total)
+        if exposed is not None:
+            values["exposed_wait"] = exposed
+        if setup + first_waits > 0:
+            values["startup_seconds"] = setup + first_waits
         return _Window(values, loop.batches, int(self._wall() * 1000), running is True)
 
     def _loop_totals(self, snapshot: Snapshot) -> tuple[Sample, _Totals] | None:
@@ -330,7 +341,7 @@ class MlflowSink:
         if loop is None:
             return None
         hits, misses = sum(s.hits for s in mine), sum(s.misses for s in mine)
-        return loop, (loop.fetch, loop.between, loop.samples, hits, misses, snapshot.time)
+        return loop, (loop.fetch, loop.between, loop.samples, hits, misses, snapshot.time, loop.setup, loop.first_waits)
 
     def _totals(self, snapshot: Snapshot) -> _Totals | None:
         found = self._loop_totals(snapshot)

@@ -76,6 +76,18 @@ class Histogram:
         n = self.count
         return max(0.0, self.squares / n - (self.total / n) ** 2) if n else 0.0
 
+    def __repr__(self) -> str:
+        """Its count and where its values lie, not its 65 buckets.
+
+        Example:
+            >>> Histogram.of([0.010, 0.012, 0.011, 0.5]), Histogram()
+            (Histogram(4 values, mean 0.133 s, p50 0.0115 s, p99 0.556 s), Histogram(empty))
+        """
+        if not self.count:
+            return "Histogram(empty)"
+        p50, p99 = self.quantile(0.5), self.quantile(0.99)
+        return f"Histogram({self.count:,} values, mean {self.mean:.3g} s, p50 {p50:.3g} s, p99 {p99:.3g} s)"
+
     def merged(self, other: Histogram) -> Histogram:
         return Histogram(
             tuple(a + b for a, b in zip(self.counts, other.counts, strict=True)),
@@ -128,6 +140,11 @@ class Sample:
     samples: int = 0
     fetch: Histogram = field(default_factory=Histogram)  # time the loop waited in next()
     between: Histogram = field(default_factory=Histogram)  # time between next() calls (compute)
+    # The loop's start-up, apart from its steady state: seconds its passes spent in iter() before any
+    # batch was asked (workers starting), and seconds they waited for their first batch (listing, first
+    # files; part of ``fetch`` too).
+    setup: float = 0.0
+    first_waits: float = 0.0
     files: int = 0
     bytes: int = 0
     hits: int = 0
@@ -145,10 +162,28 @@ class Sample:
     cache_max_bytes: int = 0
     cache_evictions: int = 0  # files the shared cache has evicted since it was made (all its users)
     started: float = 0.0  # when this producer began, for rates
+    cpu_seconds: float = 0.0  # a worker process's: CPU seconds it used since ``started`` (reading, decoding, collating)
 
     @property
     def producer(self) -> tuple[int, int]:
         return (self.rank, self.worker)
+
+    @property
+    def exposed_wait(self) -> float | None:
+        """The loop's sample: the share of its steady-state time (start-up left out) it waited for data.
+
+        Example:
+            >>> loop = Sample(rank=0, worker=-1, seq=1, time=9.0, fetch=Histogram.of([2.0, 0.5, 0.5]),
+            ...               between=Histogram.of([1.0, 1.0]), setup=0.4, first_waits=2.0)
+            >>> loop.exposed_wait, loop.startup
+            (0.3333333333333333, 2.4)
+        """
+        return wait_share(max(0.0, self.fetch.total - self.first_waits), self.between.total)
+
+    @property
+    def startup(self) -> float:
+        """Seconds the loop's passes took to start: iter() and the wait for each pass's first batch."""
+        return self.setup + self.first_waits
 
     def advanced(self, **changes: object) -> Sample:
         """A copy with ``seq`` increased and ``changes`` applied."""
@@ -162,12 +197,69 @@ class Snapshot:
     samples: Mapping[tuple[int, int], Sample]
     time: float
 
+    def __repr__(self) -> str:
+        """One line: what was delivered, the exposed wait (and whose, with several ranks), the cache.
+
+        Example:
+            >>> loop = Sample(rank=0, worker=-1, seq=1, time=4.0, batches=10, samples=320,
+            ...               fetch=Histogram.of([0.1] * 10), between=Histogram.of([0.3] * 9))
+            >>> Snapshot({(0, -1): loop}, time=4.0)
+            Snapshot(1 rank: 10 batches, 320 samples at 80 samples/s, exposed wait 27%)
+        """
+        ranks, rate = len(self.loops()), self.samples_per_second
+        said = [f"{self.batches:,} batches, {self.samples_delivered:,} samples at {rate:,.0f} samples/s"]
+        waits = self.exposed_waits()
+        if waits:
+            worst = max(waits, key=lambda r: (waits[r], -r))
+            said.append(f"exposed wait {waits[worst]:.0%}" + (f" (rank {worst})" if ranks > 1 else ""))
+        if self.cache_max_bytes and self.hits + self.misses:  # files read in place have no cache to hit
+            said.append(f"hit rate {self.hit_rate:.0%}")
+        return f"Snapshot({ranks} rank{'' if ranks == 1 else 's'}: {', '.join(said)})"
+
     @property
     def ranks(self) -> tuple[int, ...]:
         return tuple(sorted({rank for rank, _ in self.samples}))
 
     def _all(self) -> Iterable[Sample]:
         return self.samples.values()
+
+    def loops(self) -> dict[int, Sample]:
+        """Each rank's training-loop sample, once it has delivered a batch, by rank."""
+        return {s.rank: s for _, s in sorted(self.samples.items()) if s.worker == MAIN_WORKER and s.batches}
+
+    def exposed_waits(self) -> dict[int, float]:
+        """Per rank, the share of its steady-state loop time spent waiting for data (ranks with one
+        measured yet: a pass's first batch is start-up, not steady state)."""
+        shares = {rank: loop.exposed_wait for rank, loop in self.loops().items()}
+        return {rank: share for rank, share in shares.items() if share is not None}
+
+    @property
+    def exposed_wait(self) -> float | None:
+        """The job's exposed wait: the largest rank's (under DDP the rank that waits most sets the step).
+
+        Example:
+            >>> def loop(rank, wait):
+            ...     return Sample(rank=rank, worker=-1, seq=1, time=1.0, batches=3,
+            ...                   fetch=Histogram.of([wait] * 3), between=Histogram.of([0.1] * 2))
+            >>> snap = Snapshot({(0, -1): loop(0, 0.01), (1, -1): loop(1, 0.1)}, time=1.0)
+            >>> round(snap.exposed_wait, 2), {r: round(s, 2) for r, s in snap.exposed_waits().items()}
+            (0.6, {0: 0.13, 1: 0.6})
+        """
+        return max(self.exposed_waits().values(), default=None)
+
+    def worker_cpu_share(self, rank: int) -> float | None:
+        """The share of their time ``rank``'s worker processes spent on CPU (reading, decoding,
+        collating); the rest they waited (for storage, or idle when nothing was asked). None without
+        worker processes (the loop's own process loads the data).
+
+        Example:
+            >>> worker = Sample(rank=0, worker=0, seq=1, time=10.0, started=2.0, cpu_seconds=6.0)
+            >>> Snapshot({(0, 0): worker}, time=10.0).worker_cpu_share(0)
+            0.75
+        """
+        workers = [s for s in self._all() if s.rank == rank and s.worker != MAIN_WORKER and s.started > 0]
+        wall = sum(s.time - s.started for s in workers)
+        return min(1.0, sum(s.cpu_seconds for s in workers) / wall) if wall > 0 else None
 
     @property
     def fetch(self) -> Histogram:

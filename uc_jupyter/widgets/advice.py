@@ -1,18 +1,24 @@
-"""What the telemetry says to do: a verdict from the loop's wait share, and recommendations. Pure, no I/O.
+"""What the telemetry says to do: a verdict on the rank that waits most, and recommendations. Pure, no I/O.
 
-The verdict: the training loop is *input-bound* when it waits for data more than
-:data:`INPUT_BOUND_SHARE` (10%) of its time. With workers fetching ahead, a loop that keeps up waits
-close to nothing (its next batch is ready when it asks), so a few percent is start-up and noise;
-past 10% the accelerator idles a tenth of the time, and removing the wait speeds training up by
-``1 / (1 - share)`` (1.8x at 44%), which is worth acting on.
+The verdict judges each rank's *exposed wait*: the share of its loop's steady-state time spent
+blocked in ``next()`` (a pass's start-up, its iter() and first batch, is measured apart), and follows
+the rank that waits most, since under DDP that rank sets the step. The loop is *input-bound* past
+:data:`INPUT_BOUND_SHARE` (10%): with workers fetching ahead, a loop that keeps up waits close to
+nothing, so a few percent is noise; past 10% the accelerator idles a tenth of the time, and removing
+the wait speeds training up by ``1 / (1 - share)`` (1.8x at 44%). A loop that does nothing between
+batches (no training step) waits by design and is told so; a pass whose start-up took most of it is
+*start-up*; else the loop is *compute-bound*.
 
 Recommendations, per rank and most effective first, come only from what the Snapshot measured:
 
 - the cache: a budget below the data a pass reads means an LRU cache re-downloads every epoch;
-- the workers: none (the loop decodes between its own steps), all of them busy (more workers, up to
-  the CPUs), some idle while others work (their shards ran out);
+- the workers: none (the loop decodes between its own steps), some idle while others work (their
+  shards ran out), waiting for storage (their processes on CPU under half the time: more reads in
+  flight), all of them busy (more workers, up to the CPUs; past them, cheaper items: for files smaller
+  ones, for tables fewer columns);
 - fetch latency vs throughput: a few long stalls (a median wait far below the mean) call for
-  fetching further ahead, steady waits for more throughput.
+  fetching further ahead, steady waits for more throughput;
+- start-up: workers started anew each pass (``persistent_workers=True`` starts them once).
 
 Example:
     >>> from uc_jupyter.telemetry.model import Histogram, Sample, Snapshot
@@ -32,38 +38,111 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
-from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot, wait_share
+from uc_jupyter.telemetry.model import MAIN_WORKER, Sample, Snapshot
 from uc_jupyter.widgets.units import format_bytes, format_seconds, three_digits
 
-__all__ = ["INPUT_BOUND_SHARE", "STALL_RATIO", "Verdict", "advise", "skipped_text", "verdict"]
+__all__ = [
+    "INPUT_BOUND_SHARE",
+    "NO_WORK_SECONDS",
+    "STALL_RATIO",
+    "WAITING_WORKERS",
+    "Verdict",
+    "VerdictKind",
+    "advise",
+    "skipped_text",
+    "verdict",
+]
 
 INPUT_BOUND_SHARE = 0.10
+# A loop whose own time between batches is below this (and a tenth of its waits) runs no training step.
+NO_WORK_SECONDS = 0.001
+# Workers on CPU less than this share of their time (while the loop waits) are waiting for storage.
+WAITING_WORKERS = 0.5
 # Waits are "a few long stalls" when the median wait is below this share of the mean wait.
 STALL_RATIO = 0.25
 _NO_WORKERS_SUGGESTION = 4
 
 
+VerdictKind = Literal["", "input-bound", "compute-bound", "no-work", "start-up"]
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """The share of the loop's time spent waiting for data (None before any), and what it means."""
+    """What holds the loop back, judged on the rank that waits most (under DDP it sets the step).
+
+    ``share`` is that rank's exposed wait (None before one was measured), ``rank`` that rank when
+    there are several, ``kind`` the cause named in ``text``.
+    """
 
     share: float | None
     input_bound: bool
     text: str
+    kind: VerdictKind = ""
+    rank: int | None = None
 
 
 def verdict(figures: Snapshot, *, scope: str = "") -> Verdict:
-    """The verdict on ``figures`` (a pass's own or cumulative); ``scope`` ("epoch 2") ends the sentence."""
-    share = wait_share(figures.fetch.total, figures.between.total)
-    where = f" in {scope}" if scope else " of the time"
-    if share is None:
+    """The verdict on ``figures`` (a pass's own or cumulative); ``scope`` ("epoch 2") ends the sentence.
+
+    The causes, in the order they are judged: *no-work* (the loop does nothing between batches, so it
+    waits by design), *input-bound* (the steady state waits over 10%), *start-up* (starting the pass
+    took most of its time), else *compute-bound*. Start-up (iter(), the first batch) is left out of
+    the steady state's share, and said apart.
+    """
+    loops = figures.loops()
+    if not loops:
         return Verdict(None, False, "")
+    where = f" in {scope}" if scope else " of the time"
+    shares = figures.exposed_waits()
+    if not shares:  # only first batches yet: all there is to say is how long they took to start
+        rank = max(loops, key=lambda r: loops[r].startup)
+        startup = loops[rank].startup
+        return Verdict(None, False, f"start-up: the first batch took {format_seconds(startup)}", "start-up", rank)
+    rank = max(shares, key=lambda r: (shares[r], -r))
+    loop, share = loops[rank], shares[rank]
+    who = f"rank {rank}" if len(loops) > 1 else "the loop"
+    others = _others(shares, rank, len(loops))
+    own = loop.between
+    if share > INPUT_BOUND_SHARE and own.mean < NO_WORK_SECONDS and own.total < 0.1 * loop.fetch.total:
+        rate = _rate(loop)
+        text = (
+            f"no training step: {who} does nothing between batches, so waiting for data {share:.0%}{where} "
+            f"is expected{f'; the loader alone delivers {rate}' if rate else ''}"
+        )
+        return Verdict(share, False, text, "no-work", rank if len(loops) > 1 else None)
+    ranked = rank if len(loops) > 1 else None
     if share > INPUT_BOUND_SHARE:
         over = f"over {INPUT_BOUND_SHARE:.0%}: data loading holds training back"
-        text = f"input-bound: the loop waited for data {share:.0%}{where} ({over})"
-        return Verdict(share, True, text)
-    return Verdict(share, False, f"compute-bound: the loop waited for data {share:.0%}{where}; data keeps up")
+        text = f"input-bound: {who} waited for data {share:.0%}{where} ({over}){others}"
+        return Verdict(share, True, text, "input-bound", ranked)
+    steady = max(0.0, loop.fetch.total - loop.first_waits) + own.total
+    if loop.startup > steady:
+        took, of = format_seconds(loop.startup), format_seconds(loop.startup + steady)
+        text = (
+            f"start-up: starting the pass took {took} of {of} (workers, listing, first files); after it {who} "
+            f"waited for data {share:.0%}"
+        )
+        return Verdict(share, False, text, "start-up", ranked)
+    text = f"compute-bound: {who} waited for data {share:.0%}{where}; data keeps up{others}"
+    return Verdict(share, False, text, "compute-bound", ranked)
+
+
+def _others(shares: dict[int, float], rank: int, ranks: int) -> str:
+    """'; rank 0 waited 12%' or '; the other 3 ranks 5%-12%': how the rest compare with the headline's."""
+    rest = sorted(share for r, share in shares.items() if r != rank)
+    if not rest:
+        return ""
+    if ranks == 2:
+        (other,) = (r for r in shares if r != rank)
+        return f"; rank {other} waited {rest[0]:.0%}"
+    span = f"{rest[0]:.0%}" if f"{rest[0]:.0%}" == f"{rest[-1]:.0%}" else f"{rest[0]:.0%}-{rest[-1]:.0%}"
+    return f"; the other {len(rest)} ranks {span}"
+
+
+def _rate(loop: Sample) -> str:
+    return f"{three_digits(loop.samples / (loop.time - loop.started))} samples/s" if loop.time > loop.started else ""
 
 
 def advise(figures: Snapshot, *, cpus: int | None = None) -> tuple[str, ...]:
@@ -74,22 +153,22 @@ def advise(figures: Snapshot, *, cpus: int | None = None) -> tuple[str, ...]:
     to share them (a notebook's rank pool runs on the kernel's machine), so each rank's workers get
     an equal part.
     """
-    ranks = sorted({rank for rank, worker in figures.samples if worker == MAIN_WORKER})
-    share_of_cpus = max(1, cpus // len(ranks)) if cpus and ranks else cpus
+    loops = figures.loops()
+    share_of_cpus = max(1, cpus // len(loops)) if cpus and loops else cpus
     per_rank: dict[str, list[int]] = {}
     bound = False
-    for rank in ranks:
-        lines = _rank_advice(figures, rank, share_of_cpus)
+    for rank, loop in loops.items():
+        lines = _rank_advice(figures, loop, share_of_cpus)
         bound = bound or lines is not None
         for line in lines or ():
             per_rank.setdefault(line, []).append(rank)
     if not per_rank:
-        if bound or wait_share(figures.fetch.total, figures.between.total) is None:
+        if bound or figures.exposed_wait is None:
             return ()
         return ("nothing to change in data loading: a faster training step is what speeds this loop up",)
-    if len(ranks) == 1:
+    if len(loops) == 1:
         return tuple(per_rank)
-    return tuple(f"{_ranks(owners, len(ranks))}: {line}" for line, owners in per_rank.items())
+    return tuple(f"{_ranks(owners, len(loops))}: {line}" for line, owners in per_rank.items())
 
 
 def skipped_text(figures: Snapshot) -> str:
@@ -100,26 +179,27 @@ def skipped_text(figures: Snapshot) -> str:
     return f"{count:,} file{'' if count == 1 else 's'} skipped (not images, or outside include/exclude)"
 
 
-def _rank_advice(figures: Snapshot, rank: int, cpus: int | None) -> list[str] | None:
-    """The lines for one rank; None when the rank is not input-bound."""
-    loop = figures.samples[(rank, MAIN_WORKER)]
-    share = wait_share(loop.fetch.total, loop.between.total)
+def _rank_advice(figures: Snapshot, loop: Sample, cpus: int | None) -> list[str] | None:
+    """The lines for one rank; None when nothing holds its loop back (it is compute-bound)."""
+    share = loop.exposed_wait
+    steady = max(0.0, loop.fetch.total - loop.first_waits) + loop.between.total
+    workers = [s for (r, w), s in sorted(figures.samples.items()) if r == loop.rank and w != MAIN_WORKER]
     if share is None or share <= INPUT_BOUND_SHARE:
-        return None
-    workers = [s for (r, w), s in sorted(figures.samples.items()) if r == rank and w != MAIN_WORKER]
-    alone = _longest_alone(loop.fetch)
-    rest = wait_share(loop.fetch.total - alone, loop.between.total)
-    if alone and rest is not None and rest <= INPUT_BOUND_SHARE:
-        # One long wait (workers starting, a cold first file) is all of it: no knob helps the steady state.
-        return [
-            f"only one batch waited long ({format_seconds(alone)}, most likely the workers starting); without it "
-            f"the loop waits {rest:.0%}: nothing to change (persistent_workers=True starts them once)"
-        ]
+        if loop.startup <= steady:
+            return None
+        if loop.setup > loop.first_waits and loop.worker_queue_depths:
+            return [
+                f"starting the workers took {format_seconds(loop.setup)}: persistent_workers=True starts them "
+                "once, for every epoch"
+            ]
+        return []  # the first files took the time: nothing to change for the steady state
+    if loop.between.mean < NO_WORK_SECONDS and loop.between.total < 0.1 * loop.fetch.total:
+        return []  # no training step: the wait is the loop's design, no knob shortens it
     lines = []
     cache = _cache_advice(figures, workers)
     if cache:
         lines.append(cache)
-    lines.append(_worker_advice(loop, workers, share, cpus))
+    lines.append(_worker_advice(loop, workers, share, cpus, figures.worker_cpu_share(loop.rank)))
     return lines
 
 
@@ -149,7 +229,9 @@ def _cache_advice(figures: Snapshot, workers: Sequence[Sample]) -> str:
     return ""
 
 
-def _worker_advice(loop: Sample, workers: Sequence[Sample], share: float, cpus: int | None) -> str:
+def _worker_advice(
+    loop: Sample, workers: Sequence[Sample], share: float, cpus: int | None, on_cpu: float | None
+) -> str:
     # The loop reports a queue per worker process; none: the streams run in its own process (num_workers=0).
     depths = loop.worker_queue_depths
     count = len(depths)
@@ -167,6 +249,11 @@ def _worker_advice(loop: Sample, workers: Sequence[Sample], share: float, cpus: 
             f"{len(idle)} of {count} workers have nothing to do (worker {listed}): their shards are empty "
             "or ran out; use fewer workers, or split the data into more files"
         )
+    if on_cpu is not None and on_cpu < WAITING_WORKERS:
+        return (
+            f"the workers wait for their data: on CPU {on_cpu:.0%} of the time, they spend the rest waiting for "
+            "storage; keep more reads in flight (the dataset's prefetch=, or more workers)"
+        )
     fetch = loop.fetch
     if fetch.count and fetch.quantile(0.5) < STALL_RATIO * fetch.mean:
         return (
@@ -175,31 +262,21 @@ def _worker_advice(loop: Sample, workers: Sequence[Sample], share: float, cpus: 
             "or the dataset's prefetch= for downloads"
         )
     if cpus is not None and count >= cpus:
+        files = any(w.hits or w.misses for w in workers)  # a table's workers count rows, never hits
+        cheaper = "smaller files, a lighter transform" if files else "fewer columns, a filter, a lighter transform"
         return (
-            f"all {cpus} CPUs run a worker and {waited}: make each item cheaper to load "
-            "(smaller files, a lighter transform) or use a machine with more CPUs"
+            f"all {cpus} CPUs run a worker and {waited}: make each item cheaper to load ({cheaper}) "
+            "or use a machine with more CPUs"
         )
     # Throughput must grow by 1 / (1 - share); at most doubled in one step, the advice follows the result.
     needed = min(math.ceil(count / (1.0 - share)), 2 * count)
     suggestion = min(max(needed, count + 1), cpus) if cpus else max(needed, count + 1)
-    rate = f"{three_digits(loop.samples / (loop.time - loop.started))} samples/s" if loop.time > loop.started else ""
+    rate = _rate(loop)
     busy = f"{count} busy worker{'' if count == 1 else 's'}" + (
         f" deliver{'s' if count == 1 else ''} {rate}" if rate else ""
     )
+    busy += f" (on CPU {on_cpu:.0%} of the time)" if on_cpu is not None else ""
     return f"raise num_workers to {suggestion}: {busy} and {waited}"
-
-
-def _longest_alone(fetch: Histogram) -> float:
-    """The longest wait when it is alone in its bucket and 10 times the mean of the others; else 0.
-
-    Buckets are 8 per decade, so the value is the bucket's geometric middle (within 15%).
-    """
-    used = [i for i, count in enumerate(fetch.counts) if count]
-    if len(used) < 2 or fetch.counts[used[-1]] != 1:
-        return 0.0
-    longest = fetch.quantile(1.0 - 0.5 / fetch.count)
-    others = (fetch.total - longest) / (fetch.count - 1)
-    return longest if longest > 10 * others else 0.0
 
 
 def _round_up(count: float) -> int:

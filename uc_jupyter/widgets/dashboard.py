@@ -149,7 +149,9 @@ class LoaderDashboard:
         with self._lock:
             return tuple(self._passes)
 
-    def begin_pass(self, label: str, start: Snapshot | None, *, epoch: int | None = None) -> None:
+    def begin_pass(
+        self, label: str, start: Snapshot | None, *, epoch: int | None = None, total: int | None = None
+    ) -> None:
         """A new pass (``label``: "epoch 2", ``epoch``: 2) whose own figures count from ``start`` (None: from zero).
 
         A pass still running is marked stopped where this one starts: a loop that left it (a
@@ -159,7 +161,7 @@ class LoaderDashboard:
         with self._lock:
             if self._passes and self._passes[-1].state == "running":
                 self._passes[-1] = replace(self._passes[-1], end=start or self._drawn, state="stopped")
-            self._passes.append(PassRecord(label, start, epoch=epoch))
+            self._passes.append(PassRecord(label, start, epoch=epoch, total=total))
             forget_snapshots(self._passes)
             if start is not None:
                 self.update(start)  # throttled like any update: a pass's start costs the loop no chart

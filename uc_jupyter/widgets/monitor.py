@@ -47,7 +47,7 @@ from uc_jupyter.processes import usable_cpus
 from uc_jupyter.telemetry.model import Snapshot
 from uc_jupyter.telemetry.watch import watching
 from uc_jupyter.widgets.passes import PassRecord, PassState, error_line, forget_snapshots
-from uc_jupyter.widgets.view import summary
+from uc_jupyter.widgets.view import scoped, summary
 
 if TYPE_CHECKING:
     from uc_jupyter.widgets.dashboard import LoaderDashboard
@@ -172,11 +172,12 @@ class LoaderMonitor:
         with self._lock:
             return self._pass is not None and not self._pass.ended
 
-    def begin(self, label: str, start: Snapshot | None, *, epoch: int | None = None) -> None:
+    def begin(self, label: str, start: Snapshot | None, *, epoch: int | None = None, total: int | None = None) -> None:
         """A new pass: ``label`` ("epoch 2") and the cumulative snapshot at its start (None: from zero).
 
         ``epoch``: the loader's epoch number, when the pass is one (its row then says when it resumed
-        mid-epoch from a checkpoint). A pass still open is ended as stopped first (the loop left it
+        mid-epoch from a checkpoint); ``total``: the batches it will deliver, when known (done/total and
+        the time left while it runs). A pass still open is ended as stopped first (the loop left it
         without saying so).
         """
         if self.running:
@@ -184,10 +185,10 @@ class LoaderMonitor:
         with self._lock:
             current = _Pass(began=self._clock(), cell=self._cell())
             self._pass = current
-            self.passes.append(PassRecord(label, start, epoch=epoch))
+            self.passes.append(PassRecord(label, start, epoch=epoch, total=total))
             forget_snapshots(self.passes)
             if self.dashboard is not None:
-                self.dashboard.begin_pass(label, start, epoch=epoch)
+                self.dashboard.begin_pass(label, start, epoch=epoch, total=total)
         self._hook_cell_end()
         if self._widgets:
             # The copied context carries the cell's output routing (ipykernel keeps the parent
@@ -230,6 +231,9 @@ class LoaderMonitor:
             self._adopt(self._build(), final, current)  # the work ended between two polls, after show_after
         elif not self._widgets and long_enough and final is not None:
             print(summary(final, title=self.title, passes=self.passes, cpus=usable_cpus()), flush=True)
+        elif not long_enough and self.dashboard is None and final is not None:
+            # Too quick for a dashboard: the pass still leaves its line.
+            print(scoped(self.title, self.passes[-1].line(final)), flush=True)
         if current.thread is not None:
             current.thread.join(_JOIN_SECONDS)
         if self.error is not None:

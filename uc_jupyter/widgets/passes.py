@@ -6,7 +6,7 @@ too. A pass's own figures are the end snapshot minus the snapshot taken when it 
 plus one for all of them (:func:`epoch_rows`), each labelled with what it counts.
 
 Example:
-    >>> from uc_jupyter.telemetry.model import Histogram, Sample, Snapshot, wait_share
+    >>> from uc_jupyter.telemetry.model import Histogram, Sample, Snapshot
     >>> def loop(t, n):
     ...     return Sample(rank=0, worker=-1, seq=n, time=t, batches=n, samples=4 * n,
     ...                   fetch=Histogram.of([0.01] * n), started=0.0)
@@ -29,7 +29,8 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Literal
 
-from uc_jupyter.telemetry.model import Histogram, Sample, Snapshot, wait_share
+from uc_jupyter.telemetry.model import Histogram, Sample, Snapshot
+from uc_jupyter.widgets.units import format_seconds, three_digits
 
 __all__ = [
     "CUMULATIVE",
@@ -46,7 +47,20 @@ __all__ = [
 PassState = Literal["running", "done", "failed", "stopped"]
 CUMULATIVE = "all epochs"  # the label of the row that sums every pass
 SHOWN_PASSES = 8  # rows of their own in the epochs table; the cumulative row sums every pass
-_COUNTERS = ("batches", "samples", "files", "bytes", "hits", "misses", "bytes_downloaded", "retries", "cache_evictions")
+_COUNTERS = (
+    "batches",
+    "samples",
+    "files",
+    "bytes",
+    "hits",
+    "misses",
+    "bytes_downloaded",
+    "retries",
+    "cache_evictions",
+    "setup",
+    "first_waits",
+    "cpu_seconds",
+)
 
 
 def since(current: Snapshot, start: Snapshot | None) -> Snapshot:
@@ -115,6 +129,7 @@ class PassRecord:
     state: PassState = "running"
     error: str = ""
     epoch: int | None = None
+    total: int | None = None  # the batches the pass delivers, when known
 
     def shown_label(self, current: Snapshot) -> str:
         """The label, marked when the pass resumed mid-epoch from a checkpoint (its streams say so).
@@ -144,6 +159,62 @@ class PassRecord:
         """This pass's own figures: its end (or ``current`` while it runs) minus its start."""
         return since(self.end if self.end is not None else current, self.start)
 
+    def seconds(self, current: Snapshot) -> float:
+        """How long the pass ran: from its start snapshot to its end (or ``current``); without a start,
+        from its loops' first sample."""
+        end = self.end if self.end is not None else current
+        if self.start is not None:
+            return max(0.0, end.time - self.start.time)
+        return max((loop.time - loop.started for loop in end.loops().values()), default=0.0)
+
+    def progress(self, current: Snapshot) -> str:
+        """'running: 40/94 batches, about 12 s left' (done/total and the time left at the pass's own
+        rate, when the total is known), or :attr:`status` once it ended.
+
+        Example:
+            >>> from uc_jupyter.telemetry.model import Histogram, Sample, Snapshot
+            >>> def at(t, n):
+            ...     loop = Sample(rank=0, worker=-1, seq=n, time=t, batches=n, fetch=Histogram.of([0.1] * n))
+            ...     return Snapshot({(0, -1): loop}, time=t)
+            >>> PassRecord("epoch 0", at(10.0, 10), total=94).progress(at(14.0, 50))
+            'running: 40/94 batches, about 5.40 s left'
+        """
+        if self.state != "running" or self.total is None:
+            return self.status
+        done, seconds = self.figures(current).batches, self.seconds(current)
+        left = f", about {format_seconds(seconds * (self.total - done) / done)} left" if done and seconds else ""
+        return f"running: {done:,}/{self.total:,} batches{left}"
+
+    def line(self, current: Snapshot) -> str:
+        """The pass in one line, however short it was: 'epoch 1: 94/94 batches in 0.80 s, 3,700 samples/s,
+        exposed wait 12%, start-up 310 ms'.
+
+        Example:
+            >>> from uc_jupyter.telemetry.model import Histogram, Sample, Snapshot
+            >>> loop = Sample(rank=0, worker=-1, seq=1, time=10.8, started=10.0, batches=3, samples=96,
+            ...               fetch=Histogram.of([0.2, 0.05, 0.05]), between=Histogram.of([0.2, 0.2]),
+            ...               setup=0.1, first_waits=0.2)
+            >>> end = Snapshot({(0, -1): loop}, 10.8)
+            >>> PassRecord("epoch 1", Snapshot({}, 10.0), end, "done", total=3).line(end)
+            'epoch 1: 3/3 batches in 800 ms, 120 samples/s, exposed wait 20%, start-up 300 ms'
+        """
+        figures = self.figures(current)
+        batches = f"{figures.batches:,}/{self.total:,}" if self.total is not None else f"{figures.batches:,}"
+        parts = [f"{batches} batch{'' if figures.batches == 1 and not self.total else 'es'}"]
+        seconds = self.seconds(current)
+        if seconds:
+            parts[0] += f" in {format_seconds(seconds)}"
+            rate = figures.samples_delivered / seconds
+            parts.append(f"{rate:,.0f} samples/s" if rate >= 100 else f"{three_digits(rate)} samples/s")
+        if (wait := figures.exposed_wait) is not None:
+            parts.append(f"exposed wait {wait:.0%}")
+        startup = max((loop.startup for loop in figures.loops().values()), default=0.0)
+        if startup:
+            parts.append(f"start-up {format_seconds(startup)}")
+        if self.state not in ("running", "done"):
+            parts.append(self.status)
+        return f"{self.shown_label(current)}: " + ", ".join(parts)
+
     @property
     def status(self) -> str:
         """'running', 'done', 'stopped after 12 batches' or 'failed: ValueError: bad file'."""
@@ -167,7 +238,7 @@ class EpochRow:
     wait_share: float | None
     fetch_p50: float
     fetch_p95: float
-    hit_rate: float | None  # None without cache lookups
+    hit_rate: float | None  # None without a cache (files read in place) or its lookups
     downloaded: int
 
 
@@ -200,7 +271,6 @@ def epoch_rows(passes: Sequence[PassRecord], current: Snapshot, *, keep: int = S
 
 
 def _row(label: str, state: str, figures: Snapshot) -> EpochRow:
-    waited, computed = figures.fetch.total, figures.between.total
     looked = figures.hits + figures.misses
     p = figures.percentiles()
     return EpochRow(
@@ -209,9 +279,9 @@ def _row(label: str, state: str, figures: Snapshot) -> EpochRow:
         batches=figures.batches,
         samples=figures.samples_delivered,
         samples_per_second=figures.samples_per_second,
-        wait_share=wait_share(waited, computed),
+        wait_share=figures.exposed_wait,
         fetch_p50=p["p50"],
         fetch_p95=p["p95"],
-        hit_rate=figures.hits / looked if looked else None,
+        hit_rate=figures.hits / looked if looked and figures.cache_max_bytes else None,  # in place: no cache
         downloaded=figures.bytes_downloaded,
     )

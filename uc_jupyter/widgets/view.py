@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from uc_jupyter.telemetry.model import Histogram, Snapshot, wait_share
+from uc_jupyter.telemetry.model import Histogram, Snapshot
 from uc_jupyter.widgets.advice import INPUT_BOUND_SHARE, advise, skipped_text, verdict
 from uc_jupyter.widgets.passes import EpochRow, PassRecord, epoch_rows
 from uc_jupyter.widgets.units import format_bytes, format_seconds, three_digits
@@ -92,8 +92,9 @@ def _is_whole(histogram: Histogram) -> bool:
 
 
 def fetch_share(snapshot: Snapshot) -> float | None:
-    """The share of the loop's time spent waiting for data (0..1); None before any time was measured."""
-    return wait_share(snapshot.fetch.total, snapshot.between.total)
+    """The share of the loop's steady-state time spent waiting for data (0..1), of the rank that waits
+    most; None before any time was measured."""
+    return snapshot.exposed_wait
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ class DashboardView:
     """
 
     scope: str  # the pass the main figures (throughput, latency, verdict) are of ("epoch 2"), '' without passes
-    status_text: str  # "epoch 2: running", "epoch 1: failed: ValueError: ..."
+    status_text: str  # "epoch 2: running: 40/94 batches, about 5.40 s left", "epoch 1: failed: ValueError: ..."
     failed: bool
     verdict_text: str
     input_bound: bool
@@ -191,7 +192,7 @@ class DashboardView:
         judged = verdict(figures, scope=scope)
         return cls(
             scope=scope,
-            status_text=scoped(scope, current.status) if current is not None else "",
+            status_text=scoped(scope, current.progress(snapshot)) if current is not None else "",
             failed=current is not None and current.state == "failed",
             verdict_text=judged.text,
             input_bound=judged.input_bound,
@@ -245,7 +246,8 @@ def view_text(view: DashboardView) -> str:
     """A :class:`DashboardView` as one plain-text paragraph (no epochs table)."""
     advice = "to do: " + "; ".join(view.advice) if view.advice else ""
     # A pass that ended early says so first; a running or finished one needs no word.
-    status = "" if view.status_text.endswith(("running", "done")) else view.status_text
+    said = view.status_text.removeprefix(f"{view.scope}: ") if view.scope else view.status_text
+    status = "" if said.startswith("running") or said == "done" else view.status_text
     parts = [
         status,
         scoped(view.scope, view.throughput_text),

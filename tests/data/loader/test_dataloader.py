@@ -11,7 +11,7 @@ import sys
 import textwrap
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from uc_jupyter.telemetry.mlflow_sink import metric_names
 from uc_jupyter.testing.clocks import ManualClock
 from uc_jupyter.testing.scripts import run_python
 from uc_jupyter.testing.waits import wait_until
+from uc_jupyter.widgets.advice import advise, verdict
 
 Volume = Callable[..., tuple[str, Path]]
 
@@ -174,6 +175,37 @@ def test_hooks_attribute_waiting_to_fetch_and_work_to_compute() -> None:
     assert stats.fetch.total == pytest.approx(6 * 0.04, abs=1e-6)
     assert stats.between.total == pytest.approx(2 * 0.05, abs=1e-6)  # the second pass's loop did no work
     assert stats.fetch.quantile(0.0) <= 0.04 <= stats.fetch.quantile(1.0)  # every batch in 0.04's bucket
+
+
+class SlowToStart(torch.utils.data.IterableDataset[int]):
+    """A stream that takes ``start`` seconds of the test's clock to begin (a listing) and ``cost`` per item."""
+
+    def __init__(self, n: int, clock: ManualClock, start: float, cost: float) -> None:
+        self.n, self.clock, self.start, self.cost = n, clock, start, cost
+
+    def __iter__(self) -> Iterator[int]:
+        self.clock.sleep(self.start)  # at iter(): torch begins the stream when the pass begins
+        return self._items()
+
+    def _items(self) -> Iterator[int]:
+        for i in range(self.n):
+            self.clock.sleep(self.cost)
+            yield i
+
+
+def test_start_up_is_measured_apart_from_the_steady_state_pass_by_pass() -> None:
+    clock = wall_clock()
+    loader = DataLoader(SlowToStart(6, clock, start=0.3, cost=0.01), batch_size=2, num_workers=0, clock=clock)
+    for _ in loader:
+        clock.sleep(0.05)  # the training step
+    (loop,) = loader.stats().loops().values()
+    assert loop.setup == pytest.approx(0.3, abs=1e-6)  # iter(): before the loop asked for anything
+    assert loop.first_waits == pytest.approx(0.02, abs=1e-6)  # the first batch's two items
+    assert loop.startup == pytest.approx(0.32, abs=1e-6)
+    assert loop.exposed_wait == pytest.approx(0.04 / (0.04 + 0.10), abs=1e-6)  # two later batches, two steps
+    list(loader)
+    (loop,) = loader.stats().loops().values()
+    assert (loop.setup, loop.first_waits) == (pytest.approx(0.6, abs=1e-6), pytest.approx(0.04, abs=1e-6))
 
 
 def test_a_hook_that_removes_itself_never_makes_another_miss_a_batch() -> None:
@@ -804,3 +836,62 @@ def test_a_loader_in_a_cycle_of_the_callers_stops_its_workers_when_collected() -
     assert gone() is None and not any(w.is_alive() for w in workers)
     # No join ran into torch's timeout (a worker that never heard "stop" is waited for that long).
     assert time.monotonic() - started < torch.utils.data._utils.MP_STATUS_CHECK_INTERVAL
+
+
+def burn_cpu(path: str) -> str:
+    """A transform that decodes: 10 ms of this worker's CPU per file."""
+    end = time.process_time() + 0.01
+    while time.process_time() < end:
+        pass
+    return Path(path).name
+
+
+def wait_on_storage(path: str) -> str:
+    """A transform that waits 10 ms per file, off CPU, as a read from slow storage does."""
+    time.sleep(0.01)
+    return Path(path).name
+
+
+def test_workers_tell_decoding_apart_from_waiting_for_storage_by_their_cpu_time(
+    local_volume: Callable[..., tuple[str, Path]],
+) -> None:
+    path, folder = local_volume()
+    write_files(folder, 40)
+    shares, advice = {}, {}
+    for transform in (burn_cpu, wait_on_storage):
+        loader = DataLoader(UCVolumeDataset(path, transform=transform), batch_size=4, num_workers=2, mlflow=False)
+        for _ in loader:
+            time.sleep(0.003)  # a step far shorter than a batch's 20 ms: the workers never rest
+        stats = loader.stats()
+        shares[transform.__name__] = stats.worker_cpu_share(0)
+        assert verdict(stats).kind == "input-bound"
+        advice[transform.__name__] = advise(stats, cpus=64)
+    decoding, waiting = shares["burn_cpu"], shares["wait_on_storage"]
+    assert decoding is not None and waiting is not None
+    assert decoding > 0.4 and waiting < 0.3 and decoding > 2 * waiting, shares
+    assert advice["burn_cpu"][0].startswith("raise num_workers to "), advice  # more CPUs decode more
+    assert advice["wait_on_storage"][0].startswith("the workers wait for their data: on CPU "), advice
+    no_workers = DataLoader(UCVolumeDataset(path), batch_size=4, num_workers=0, mlflow=False)
+    list(no_workers)
+    assert no_workers.stats().worker_cpu_share(0) is None  # the loop's own process read them
+
+
+def test_a_loader_and_its_dataset_and_stats_read_in_one_line(local_volume: Callable[..., tuple[str, Path]]) -> None:
+    path, folder = local_volume()
+    write_files(folder, 10)
+    loader = DataLoader(UCVolumeDataset(path, shuffle=True), batch_size=4, num_workers=0, mlflow=False)
+    dataset = f"UCVolumeDataset('{path}', 10 files, shuffled, read in place)"
+    assert repr(loader.dataset) == dataset
+    assert repr(loader) == f"DataLoader({dataset}, batch_size=4, num_workers=0: 0 batches, 0 samples)"
+    list(loader)
+    said = repr(loader)
+    assert re.fullmatch(
+        rf"DataLoader\({re.escape(dataset)}, batch_size=4, num_workers=0: 3 batches, 10 samples, "
+        r"exposed wait \d+%\)",
+        said,
+    ), said
+    stats = repr(loader.stats())
+    assert re.fullmatch(r"Snapshot\(1 rank: 3 batches, 10 samples at [\d.,]+ samples/s, exposed wait \d+%\)", stats), (
+        stats
+    )
+    assert "\n" not in said + stats

@@ -184,3 +184,14 @@ def test_deletion_vectors_are_honoured(table: str, catalog: LocalCatalog) -> Non
     assert dataset.version == version
     assert ids(list(dataset)) == [i for i in range(23) if i not in (2, 5, 7, 20)]
     assert len(UCTableDataset(table, batch_size=100, version=version - 1)) == 23
+
+
+def test_its_repr_says_what_it_reads_in_one_line(table: str) -> None:
+    assert repr(UCTableDataset(table, batch_size=10)) == (
+        "UCTableDataset('main.ml.events' version 0, 23 rows, 5 columns, batch_size=10)"
+    )
+    narrowed = UCTableDataset(table, batch_size=4, columns=["id", "x"], filter="id > 3")
+    assert (
+        repr(narrowed)
+        == "UCTableDataset('main.ml.events' version 0, 19 rows, 2 columns, filter 'id > 3', batch_size=4)"
+    )

@@ -168,6 +168,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
 
     # ---------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        began = self._clock()
         if self._forks_unsafely():
             self._plumb_workers()  # spawned from now on (one notice says so)
         epoch = self._position.epoch
@@ -186,6 +187,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         inner = self._inner = self._start_pass()
         run = LoopPass(
             epoch=epoch,
+            setup=self._clock() - began,
             progress=self._progress,
             position=self._position,
             workers=self.num_workers > 0,
@@ -239,7 +241,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
             # loader sits below the widgets and never imports them (docs/architecture.md, "Layers").
             self.dashboard_monitor = watch_passes(_Weakly(self.live_stats), _monitor_title(self.dataset))
         watch = self.dashboard_monitor
-        watch.begin(f"epoch {epoch}", self._final_stats(), epoch=epoch)
+        watch.begin(f"epoch {epoch}", self._final_stats(), epoch=epoch, total=self._batches_per_pass())
         try:
             yield from inner
         except GeneratorExit:
@@ -251,6 +253,13 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
             watch.end(self._final_stats(), error=error)
             raise
         watch.end(self._final_stats())
+
+    def _batches_per_pass(self) -> int | None:
+        """len(loader) when the dataset knows its length (a stream on another rank count may not)."""
+        try:
+            return len(self)
+        except TypeError:
+            return None
 
     def _final_stats(self) -> Snapshot:
         """stats(), or what the collector has if the iterator is too broken to be asked (a failed pass)."""
@@ -309,6 +318,22 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
                 timing.hooks = tuple(hooks)
 
         return remove
+
+    def __repr__(self) -> str:
+        """The dataset, the settings that shape a pass, and what it delivered so far (no collection
+        forced: a repr never waits on workers).
+
+        Example: ``DataLoader(UCVolumeDataset(...), batch_size=64, num_workers=2: 294 batches, 18,816
+        samples, exposed wait 12%)``.
+        """
+        figures = self._collector.snapshot()
+        said = [f"{figures.batches:,} batches, {figures.samples_delivered:,} samples"]
+        if (wait := figures.exposed_wait) is not None:
+            said.append(f"exposed wait {wait:.0%}")
+        return (
+            f"DataLoader({self.dataset!r}, batch_size={self.batch_size}, num_workers={self.num_workers}: "
+            f"{', '.join(said)})"
+        )
 
     def stats(self) -> Snapshot:
         """A frozen snapshot: counts, throughput, fetch latency histogram and percentiles, cache

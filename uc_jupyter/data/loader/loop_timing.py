@@ -57,6 +57,7 @@ class LoopPass:
     """What one pass of the loop tells and asks, besides the counters (see :meth:`LoopTiming.timed`)."""
 
     epoch: int
+    setup: float  # seconds iter() took before the pass was handed to the loop (workers starting)
     progress: Progress  # told which batches the loop moved past
     position: LoaderPosition  # told each batch, unless it asks the dataset (no workers: see LoaderPosition.begin)
     workers: bool  # False: the streams run inside next(), in this process
@@ -82,6 +83,8 @@ class LoopTiming:
         self._fetch = [0] * (len(BUCKET_BOUNDS) + 1)
         self._between = [0] * (len(BUCKET_BOUNDS) + 1)
         self._sums = [0.0, 0.0, 0.0, 0.0]  # fetch total, fetch squares, between total, between squares
+        self.setup = 0.0  # seconds passes spent in iter(), and waited for their first batch: start-up
+        self.first_waits = 0.0
 
     def timed(self, inner: Iterator[Any], run: LoopPass) -> Iterator[Any]:
         """The pass ``inner`` (torch's iterator), timed and counted batch by batch (see the module docstring)."""
@@ -89,6 +92,8 @@ class LoopTiming:
         workers, sink = run.workers, run.sink
         counted = workers or not run.position.asks
         worker: int | None = None
+        first = True
+        self.setup += run.setup
         returned = clock()
         try:
             while True:
@@ -106,6 +111,9 @@ class LoopTiming:
                     # A transform of one's own keeps that traceback as the cause; Pillow's is noise.
                     raise plain from (error if "direct cause" in str(error) else None)
                 got = clock()
+                if first:  # the pass's start-up ends with its first batch
+                    self.first_waits += got - asked
+                    first = False
                 after = None
                 if workers:
                     worker = delivered_worker(inner, before or {})
@@ -159,6 +167,8 @@ class LoopTiming:
             samples=self.samples,
             fetch=Histogram(tuple(self._fetch), self._sums[0], self._sums[1]),
             between=Histogram(tuple(self._between), self._sums[2], self._sums[3]),
+            setup=self.setup,
+            first_waits=self.first_waits,
             queue_depth=sum(depths),
             worker_queue_depths=depths,
             started=started,

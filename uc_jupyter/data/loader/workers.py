@@ -22,6 +22,7 @@ from __future__ import annotations
 import pickle
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import torch.utils.data
@@ -131,6 +132,8 @@ class _WorkerPublisher:
         # up once here, not after every batch.
         info = torch.utils.data.get_worker_info()
         self._dataset = None if info is None else info.dataset
+        # The worker's own time: its share on CPU tells decoding apart from waiting for storage.
+        self._began, self._cpu_began = time.monotonic(), time.process_time()
 
     def __call__(self, final: bool) -> None:
         if self._dataset is None:
@@ -143,7 +146,10 @@ class _WorkerPublisher:
             self.reporter.maybe_publish(self._build)
 
     def _build(self) -> Sample | None:
-        return dataset_sample(self._dataset, self.worker)
+        sample = dataset_sample(self._dataset, self.worker)
+        if sample is None:
+            return None
+        return replace(sample, started=self._began, cpu_seconds=time.process_time() - self._cpu_began)
 
 
 class Counted:

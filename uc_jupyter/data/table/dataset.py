@@ -113,6 +113,14 @@ class UCTableDataset(PartitionedDataset):
         return state
 
     # ---------------------------------------------------------------- PartitionedDataset
+    def __repr__(self) -> str:
+        """Example: ``UCTableDataset('main.ml.iris' version 3, 150 rows, 5 columns, batch_size=32)``."""
+        filtered = f", filter {self.filter!r}" if self.filter else ""
+        return (
+            f"UCTableDataset({self.name!r} version {self.version}, {int(self._rows):,} rows, "
+            f"{len(self.columns)} columns{filtered}, batch_size={self.batch_size})"
+        )
+
     def _item_count(self) -> int:
         return int(self._rows)
 

@@ -253,6 +253,16 @@ class UCVolumeDataset(PartitionedDataset):
         selection = repr((recursive, self.include, self.exclude, images, label_by))
         self._group = f"{self._url}#{hashlib.sha256(selection.encode()).hexdigest()[:16]}"
 
+    def __repr__(self) -> str:
+        """What it reads and how, without waiting for a listing still arriving.
+
+        Example: ``UCVolumeDataset('/Volumes/main/ml/images', 1,000 files, shuffled, cached)``.
+        """
+        files = "listing" if self._listing is None else f"{len(self._listing.files):,} files"
+        order = "shuffled" if self.shuffle else "in order"
+        how = "read in place" if self.in_place else "cached" if self._keep else "streamed, not cached"
+        return f"UCVolumeDataset({self._path!r}, {files}, {order}, {how})"
+
     @property
     def listing(self) -> Listing:
         """The folder's files (waits for the end of a listing still arriving)."""
