@@ -144,3 +144,17 @@ def test_a_pass_says_done_of_total_and_time_left_while_it_runs_then_its_line() -
     first = PassRecord("epoch 0", None, only, "done")
     # One batch is all start-up: no steady state to judge, and no "exposed wait" said.
     assert first.line(only) == "epoch 0: 1 batch in 1.00 s, 32.0 samples/s, start-up 750 ms"
+
+
+def test_the_all_epochs_rate_counts_the_passes_time_not_the_idle_time_between_them() -> None:
+    s0 = snapshot(0.0)
+    s1 = snapshot(10.0, loop(0, 10.0, [0.1] * 10, [0.1] * 9))  # 320 samples in 10 s
+    s2 = snapshot(70.0, loop(0, 10.0, [0.1] * 10, [0.1] * 9))  # a minute later, in another cell: idle
+    s3 = snapshot(80.0, loop(0, 80.0, [0.1] * 20, [0.1] * 19))  # 320 more in 10 s
+    passes = [PassRecord("epoch 0", s0, s1, "done"), PassRecord("epoch 1", s2, s3, "done")]
+    cumulative = epoch_rows(passes, s3)[-1]
+    assert cumulative.label == CUMULATIVE and cumulative.samples == 640
+    assert cumulative.samples_per_second == pytest.approx(640 / 20.0)  # not 640 / 80 s
+    forget_snapshots(passes := [*passes, *(PassRecord(f"epoch {i}", s2, s3, "done") for i in range(2, 12))], keep=8)
+    assert passes[1].start is None and passes[1].ran == pytest.approx(10.0)  # its time outlives its snapshots
+    assert epoch_rows(passes, s3)[-1].samples_per_second > 0

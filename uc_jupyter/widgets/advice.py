@@ -52,6 +52,7 @@ __all__ = [
     "VerdictKind",
     "advise",
     "skipped_text",
+    "straggler",
     "verdict",
 ]
 
@@ -145,6 +146,21 @@ def _rate(loop: Sample) -> str:
     return f"{three_digits(loop.samples / (loop.time - loop.started))} samples/s" if loop.time > loop.started else ""
 
 
+def straggler(waits: dict[int, float]) -> int | None:
+    """The one rank that holds the others back: its exposed wait is past :data:`INPUT_BOUND_SHARE`
+    and at least twice every other rank's (None with one rank, or when no rank stands out).
+
+    Example:
+        >>> straggler({0: 0.12, 1: 0.45}), straggler({0: 0.44, 1: 0.45}), straggler({0: 0.02, 1: 0.08})
+        (1, None, None)
+    """
+    if len(waits) < 2:
+        return None
+    rank = max(waits, key=lambda r: (waits[r], -r))
+    others = max(share for r, share in waits.items() if r != rank)
+    return rank if waits[rank] > INPUT_BOUND_SHARE and waits[rank] >= 2 * others else None
+
+
 def advise(figures: Snapshot, *, cpus: int | None = None) -> tuple[str, ...]:
     """What to change, most effective first, per rank ("rank 1: ..." when there are several).
 
@@ -168,7 +184,19 @@ def advise(figures: Snapshot, *, cpus: int | None = None) -> tuple[str, ...]:
         return ("nothing to change in data loading: a faster training step is what speeds this loop up",)
     if len(loops) == 1:
         return tuple(per_rank)
-    return tuple(f"{_ranks(owners, len(loops))}: {line}" for line, owners in per_rank.items())
+    named = tuple(f"{_ranks(owners, len(loops))}: {line}" for line, owners in per_rank.items())
+    waits = figures.exposed_waits()
+    slow = straggler(waits)
+    if slow is None:
+        return named
+    others = max(share for r, share in waits.items() if r != slow)
+    shard = figures.shard_sizes().get(slow)
+    holds = f" (its shard: {shard:,} items)" if shard else ""
+    said = (
+        f"rank {slow} is the straggler: it waits {waits[slow]:.0%}, the others at most {others:.0%}, and every "
+        f"rank's step waits for it; look at its data{holds} or its machine first"
+    )
+    return (said, *named)
 
 
 def skipped_text(figures: Snapshot) -> str:

@@ -47,6 +47,7 @@ from uc_jupyter.processes import usable_cpus
 from uc_jupyter.telemetry.model import Snapshot
 from uc_jupyter.widgets.charts import COLORS, latency_chart, shard_chart
 from uc_jupyter.widgets.passes import CUMULATIVE, EpochRow, PassRecord, PassState, error_line, forget_snapshots
+from uc_jupyter.widgets.ranks import RankRow
 from uc_jupyter.widgets.units import format_bytes, format_seconds, three_digits
 from uc_jupyter.widgets.view import DashboardView, HistoryPoint, scoped, view_text, window
 
@@ -117,6 +118,7 @@ class LoaderDashboard:
         self.throughput_label = widgets.Label("")
         self.latency_label = widgets.Label("")
         self.epochs_table = widgets.HTML("")
+        self.ranks_table = widgets.HTML("")
         self.shard_label = widgets.HTML("")
         self.skipped_label = widgets.Label("")
         self.shard_image = widgets.Image(format="png")
@@ -132,6 +134,7 @@ class LoaderDashboard:
                 self.latency_label,
                 widgets.HBox([self.cache_bar, self.cache_label]),
                 self.epochs_table,
+                self.ranks_table,
                 self.shard_label,
                 self.skipped_label,
                 charts,
@@ -287,6 +290,7 @@ class LoaderDashboard:
         self.throughput_label.value = scoped(view.scope, view.throughput_text)
         self.latency_label.value = scoped(view.scope, view.latency_text)
         self.epochs_table.value = _epochs_html(view.epochs)
+        self.ranks_table.value = _ranks_html(view.ranks)
         warn = bool(view.flagged_ranks) or "empty" in view.shard_text
         self.shard_label.value = _colored(view.shard_text, warning if warn else "")
         self.skipped_label.value = view.skipped_text
@@ -327,6 +331,41 @@ def _advice_html(advice: tuple[str, ...]) -> str:
 
 
 _HEADER = ("", "state", "batches", "samples", "samples/s", "waited", "fetch p50", "fetch p95", "hit rate", "downloaded")
+
+
+_RANK_HEADER = ("rank", "batches", "samples/s", "exposed wait", "wait p50", "wait p95", "wait p99", "workers on CPU")
+
+
+def _ranks_html(rows: tuple[RankRow, ...]) -> str:
+    """The current pass, a row per rank; the straggler's row in the warning color."""
+    if not rows:
+        return ""
+    cell = 'style="padding:1px 10px 1px 0;white-space:nowrap;text-align:{align}"'
+    head = "".join(
+        f"<th {cell.format(align='left' if i == 0 else 'right')}>{h}</th>" for i, h in enumerate(_RANK_HEADER)
+    )
+    body = []
+    for row in rows:
+        values = [
+            f"rank {row.rank}" + (" (straggler)" if row.straggler else ""),
+            f"{row.batches:,}",
+            three_digits(row.samples_per_second),
+            "" if row.exposed_wait is None else f"{row.exposed_wait:.0%}",
+            format_seconds(row.wait_p50),
+            format_seconds(row.wait_p95),
+            format_seconds(row.wait_p99),
+            "" if row.on_cpu is None else f"{row.on_cpu:.0%}",
+        ]
+        cells = "".join(
+            f"<td {cell.format(align='left' if i == 0 else 'right')}>{html.escape(v)}</td>"
+            for i, v in enumerate(values)
+        )
+        color = f' style="color:{COLORS["uneven"]}"' if row.straggler else ""
+        body.append(f"<tr{color}>{cells}</tr>")
+    return (
+        '<table style="border-collapse:collapse;font-size:12px;margin:4px 0">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    )
 
 
 def _epochs_html(rows: tuple[EpochRow, ...]) -> str:

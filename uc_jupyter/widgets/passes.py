@@ -130,6 +130,7 @@ class PassRecord:
     error: str = ""
     epoch: int | None = None
     total: int | None = None  # the batches the pass delivers, when known
+    ran: float | None = None  # seconds it ran, kept when its snapshots are forgotten
 
     def shown_label(self, current: Snapshot) -> str:
         """The label, marked when the pass resumed mid-epoch from a checkpoint (its streams say so).
@@ -162,6 +163,8 @@ class PassRecord:
     def seconds(self, current: Snapshot) -> float:
         """How long the pass ran: from its start snapshot to its end (or ``current``); without a start,
         from its loops' first sample."""
+        if self.ran is not None:
+            return self.ran
         end = self.end if self.end is not None else current
         if self.start is not None:
             return max(0.0, end.time - self.start.time)
@@ -256,8 +259,10 @@ def forget_snapshots(passes: list[PassRecord], keep: int = SHOWN_PASSES) -> None
         [1, 2, 3]
     """
     for index in range(1, len(passes) - keep):
-        if passes[index].start is not None or passes[index].end is not None:
-            passes[index] = replace(passes[index], start=None, end=None)
+        record = passes[index]
+        if record.start is not None or record.end is not None:
+            ran = record.seconds(record.end) if record.end is not None else record.ran
+            passes[index] = replace(record, start=None, end=None, ran=ran)
 
 
 def epoch_rows(passes: Sequence[PassRecord], current: Snapshot, *, keep: int = SHOWN_PASSES) -> tuple[EpochRow, ...]:
@@ -266,7 +271,10 @@ def epoch_rows(passes: Sequence[PassRecord], current: Snapshot, *, keep: int = S
     if len(passes) > 1:
         last = passes[-1]
         total = since(last.end if last.end is not None else current, passes[0].start)
-        rows.append(_row(CUMULATIVE, f"{len(passes)} passes", total))
+        row = _row(CUMULATIVE, f"{len(passes)} passes", total)
+        # The rate over the passes' own time: not the idle time between them (cells apart, minutes apart).
+        active = sum(record.seconds(current) for record in passes)
+        rows.append(replace(row, samples_per_second=total.samples_delivered / active if active > 0 else 0.0))
     return tuple(rows)
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from uc_jupyter.telemetry.model import Histogram, Snapshot
 from uc_jupyter.widgets.advice import INPUT_BOUND_SHARE, advise, skipped_text, verdict
 from uc_jupyter.widgets.passes import EpochRow, PassRecord, epoch_rows
+from uc_jupyter.widgets.ranks import RankRow, rank_rows, ranks_text
 from uc_jupyter.widgets.units import format_bytes, format_seconds, three_digits
 
 __all__ = [
@@ -172,6 +173,7 @@ class DashboardView:
     shard_text: str
     flagged_ranks: tuple[int, ...]
     epochs: tuple[EpochRow, ...]
+    ranks: tuple[RankRow, ...]  # the current pass, a row per rank (several ranks only)
     shard_key: tuple[tuple[tuple[int, int], int], ...]
     latency_key: tuple[tuple[int, ...], tuple[HistoryPoint, ...]]
 
@@ -190,6 +192,7 @@ class DashboardView:
         scope = current.shown_label(snapshot) if current is not None else ""
         shards = shard_report(snapshot)
         judged = verdict(figures, scope=scope)
+        rows = rank_rows(figures)
         return cls(
             scope=scope,
             status_text=scoped(scope, current.progress(snapshot)) if current is not None else "",
@@ -206,6 +209,7 @@ class DashboardView:
             shard_text=shards.text,
             flagged_ranks=shards.flagged_ranks,
             epochs=epoch_rows(passes, snapshot),
+            ranks=rows if len(rows) > 1 else (),
             shard_key=tuple(shards.workers.items()),
             latency_key=(figures.fetch.counts, history),
         )
@@ -255,6 +259,7 @@ def view_text(view: DashboardView) -> str:
         view.verdict_text,
         advice,
         view.cache_text,
+        ranks_text(view.ranks),
         view.shard_text,
         view.skipped_text,
     ]
