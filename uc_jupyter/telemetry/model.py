@@ -145,6 +145,8 @@ class Sample:
     # files; part of ``fetch`` too).
     setup: float = 0.0
     first_waits: float = 0.0
+    worker_starts: int = 0  # the loop's sample: passes that started worker processes
+    persistent_workers: bool = False  # the loop's sample: its workers outlive a pass (started once)
     files: int = 0
     bytes: int = 0
     hits: int = 0

@@ -215,12 +215,12 @@ def _rank_advice(figures: Snapshot, loop: Sample, cpus: int | None) -> list[str]
     if share is None or share <= INPUT_BOUND_SHARE:
         if loop.startup <= steady:
             return None
-        if loop.setup > loop.first_waits and loop.worker_queue_depths:
+        if loop.worker_starts and not loop.persistent_workers:
             return [
-                f"starting the workers took {format_seconds(loop.setup)}: persistent_workers=True starts them "
-                "once, for every epoch"
+                f"starting the pass took {format_seconds(loop.startup)} (its workers start anew each epoch): "
+                "persistent_workers=True starts them once, for every epoch"
             ]
-        return []  # the first files took the time: nothing to change for the steady state
+        return []  # the first files took the time, or workers that already persist: no knob for it
     if loop.between.mean < NO_WORK_SECONDS and loop.between.total < 0.1 * loop.fetch.total:
         return []  # no training step: the wait is the loop's design, no knob shortens it
     lines = []

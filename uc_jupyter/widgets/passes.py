@@ -60,6 +60,7 @@ _COUNTERS = (
     "setup",
     "first_waits",
     "cpu_seconds",
+    "worker_starts",
 )
 
 

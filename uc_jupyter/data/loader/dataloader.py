@@ -184,10 +184,12 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
             self._mlflow = MlflowSink.for_active_run(self._rank, self._mlflow, baseline=self.stats, clock=self._clock)
         self._progress.new_pass()  # before torch asks the workers for this pass's first batches
         self._reclaim_finished_workers()
+        starts_workers = self.num_workers > 0 and not (self.persistent_workers and self._iterator is not None)
         inner = self._inner = self._start_pass()
         run = LoopPass(
             epoch=epoch,
             setup=self._clock() - began,
+            starts_workers=starts_workers,
             progress=self._progress,
             position=self._position,
             workers=self.num_workers > 0,
@@ -289,7 +291,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
     def _loop_sample(self) -> Sample:
         """The training loop's cumulative counters now (what the reporter publishes)."""
         depths = outstanding(self._inner, self.num_workers)
-        return self._fetch.sample(self._rank, self._clock(), self._started, depths)
+        return self._fetch.sample(self._rank, self._clock(), self._started, depths, persistent=self.persistent_workers)
 
     def _take(self, loop: Sample) -> None:
         """The reporter's publication: the loop's sample with the workers' newest into the collector

@@ -58,6 +58,7 @@ class LoopPass:
 
     epoch: int
     setup: float  # seconds iter() took before the pass was handed to the loop (workers starting)
+    starts_workers: bool  # the pass starts worker processes (they do not persist, or this is the first)
     progress: Progress  # told which batches the loop moved past
     position: LoaderPosition  # told each batch, unless it asks the dataset (no workers: see LoaderPosition.begin)
     workers: bool  # False: the streams run inside next(), in this process
@@ -85,6 +86,7 @@ class LoopTiming:
         self._sums = [0.0, 0.0, 0.0, 0.0]  # fetch total, fetch squares, between total, between squares
         self.setup = 0.0  # seconds passes spent in iter(), and waited for their first batch: start-up
         self.first_waits = 0.0
+        self.worker_starts = 0
 
     def timed(self, inner: Iterator[Any], run: LoopPass) -> Iterator[Any]:
         """The pass ``inner`` (torch's iterator), timed and counted batch by batch (see the module docstring)."""
@@ -94,6 +96,7 @@ class LoopTiming:
         worker: int | None = None
         first = True
         self.setup += run.setup
+        self.worker_starts += run.starts_workers
         returned = clock()
         try:
             while True:
@@ -156,7 +159,9 @@ class LoopTiming:
         self.batches += 1
         self.samples += samples
 
-    def sample(self, rank: int, now: float, started: float, depths: tuple[int, ...]) -> Sample:
+    def sample(
+        self, rank: int, now: float, started: float, depths: tuple[int, ...], *, persistent: bool = False
+    ) -> Sample:
         self.seq += 1
         return Sample(
             rank=rank,
@@ -169,6 +174,8 @@ class LoopTiming:
             between=Histogram(tuple(self._between), self._sums[2], self._sums[3]),
             setup=self.setup,
             first_waits=self.first_waits,
+            worker_starts=self.worker_starts,
+            persistent_workers=persistent,
             queue_depth=sum(depths),
             worker_queue_depths=depths,
             started=started,
