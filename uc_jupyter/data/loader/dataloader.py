@@ -32,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import time
 import weakref
@@ -50,6 +51,7 @@ from uc_jupyter.data.loader.defaults import (
     check_ranks_agree,
     worker_start_method,
 )
+from uc_jupyter.data.loader.headroom import Headroom, measure_headroom
 from uc_jupyter.data.loader.loop_timing import BatchTiming, LoopPass, LoopTiming, batch_len
 from uc_jupyter.data.loader.torch_tasks import outstanding
 from uc_jupyter.data.loader.workers import FinalSamples, ReportingCollate, WorkerInit, dataset_sample
@@ -364,6 +366,35 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         A state taken when a pass has ended points at the next epoch.
         """
         return self._position.state(self._fingerprint(), current_rank()[1], self._on_uneven())
+
+    def headroom(self, step: Callable[[Any], object], *, steps: int = 20) -> Headroom:
+        """How much faster ``step`` (your training step, called with each batch) would run with a
+        perfect loader: ``steps`` steps fed by this loader, then the same batches replayed from memory
+        (the first batch, start-up, is not timed in either).
+
+        It runs a pass of its own, which leaves the loader's position as it was (the next pass is the
+        epoch it would have been), logs nothing to MLflow and shows no dashboard; its batches count in
+        :meth:`stats`. Run it before a resumed pass, not between :meth:`load_state_dict` and that pass.
+
+        Example:
+            >>> loader.headroom(train_step)  # doctest: +SKIP
+            Headroom(with a perfect loader the loop would run 1.80x faster: 52.0 ms a step fed by this
+            loader, 28.9 ms from memory, over 19 steps)
+        """
+        if not callable(step):
+            raise TypeError(f"headroom() needs your training step, a function of a batch; got {type(step).__name__}")
+        steps = opt.whole_number("steps", steps, minimum=2)
+        if self._position.resuming:
+            raise RuntimeError(
+                "headroom() runs a pass of its own, and a loaded position waits for the next pass: run "
+                "headroom() before load_state_dict(), or after the resumed pass"
+            )
+        position, mlflow, monitor = copy.copy(self._position), self._log_to_mlflow, self.monitor
+        self._log_to_mlflow = self.monitor = False
+        try:
+            return measure_headroom(self, step, steps, self._clock)
+        finally:
+            self._position, self._log_to_mlflow, self.monitor = position, mlflow, monitor
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue where ``state`` was taken: the next pass runs its epoch and delivers exactly

@@ -84,6 +84,11 @@ class LoaderPosition:
         self._own: Callable[[], int | None] | None = None  # the dataset's position, asked (see begin)
         self.asks = False
 
+    @property
+    def resuming(self) -> bool:
+        """A loaded position waits for its pass (the next pass resumes it)."""
+        return self._resume is not None or self._loaded is not None
+
     def begin(self, own: Callable[[], int | None] | None = None) -> None:
         """A pass of :attr:`epoch` starts (and :attr:`epoch` moves to the next). ``own``: without
         workers, the dataset's own stream position (``stream_position``), which counts exactly what
