@@ -13,11 +13,8 @@ from uc_jupyter.testing.catalogs import external_location
 
 
 @pytest.fixture
-def cat(tmp_path: Path) -> LocalCatalog:
-    catalog = LocalCatalog(tmp_path / "home")
-    catalog.create_catalog("main")
-    catalog.create_schema("main.ml")
-    return catalog
+def cat(main_ml: LocalCatalog) -> LocalCatalog:
+    return main_ml
 
 
 @pytest.mark.parametrize(

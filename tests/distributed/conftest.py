@@ -11,8 +11,10 @@ import psutil
 import pytest
 
 from tests.conftest import PoolMaker
+from uc_jupyter.distributed.launch.local import rank_environment
 from uc_jupyter.distributed.pool import RankPool
 from uc_jupyter.distributed.shared import current_shared_pool, shutdown_shared_pool
+from uc_jupyter.processes import free_port
 from uc_jupyter.testing.ray_cluster import leftover_rank_hosts
 from uc_jupyter.testing.waits import wait_until
 
@@ -36,6 +38,22 @@ def rank_processes() -> set[int]:
         except psutil.NoSuchProcess:
             continue
     return found
+
+
+def one_rank(*, principal: str = "alice", backend: str = "gloo") -> dict[str, str]:
+    """The environment of rank 0 in a world of one on this machine (its rendezvous on a free port)."""
+    return rank_environment(
+        rank=0,
+        size=1,
+        local_rank=0,
+        local_size=1,
+        node_rank=0,
+        master_addr="127.0.0.1",
+        port=free_port(),
+        principal=principal,
+        devices="cpu",
+        backend=backend,
+    )
 
 
 def pool_pids(pool: RankPool) -> set[int]:

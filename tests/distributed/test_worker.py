@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.distributed.conftest import KEPT_RANKS, with_supervisors
-from uc_jupyter.distributed.launch.local import RankProcess, rank_environment, start_rank_process
+from tests.distributed.conftest import KEPT_RANKS, one_rank, with_supervisors
+from uc_jupyter.distributed.launch.local import RankProcess, start_rank_process
 from uc_jupyter.distributed.payload import pack, source_map, unpack
 from uc_jupyter.distributed.protocol import Call, CallKind, Output, Ready, Reply, Stop
-from uc_jupyter.processes import free_port
 
 
 class Rank:
@@ -61,19 +60,7 @@ class Rank:
 @pytest.fixture(scope="module")
 def rank(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rank]:
     logs: Path = tmp_path_factory.mktemp("rank-logs")
-    environment = rank_environment(
-        rank=0,
-        size=1,
-        local_rank=0,
-        local_size=1,
-        node_rank=0,
-        master_addr="127.0.0.1",
-        port=free_port(),
-        principal="admin",
-        devices="cpu",
-        backend="gloo",
-    )
-    started = Rank(start_rank_process(0, environment, logs))
+    started = Rank(start_rank_process(0, one_rank(principal="admin"), logs))
     kept: set[int] = set()
     try:
         while not isinstance(message := started.next_said(), Ready):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tests.catalog.conftest import with_principals
 from uc_jupyter.catalog import (
     AlreadyExists,
     CatalogError,
@@ -24,21 +25,9 @@ SECRET = {"key": "AKIA-external", "secret": "external-secret", "vending": "stati
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Path:
-    """A local folder the tests make an external location of (resolved, as the catalog stores it)."""
-    folder = (tmp_path / "lake").resolve()
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-def cat(tmp_path: Path, lake: Path) -> LocalCatalog:
+def cat(main_ml: LocalCatalog, lake: Path) -> LocalCatalog:
     """main.ml, principals alice and bob, credential "cred" and location "raw" over ``lake`` bound to it."""
-    catalog = LocalCatalog(tmp_path / "home")
-    catalog.create_catalog("main")
-    catalog.create_schema("main.ml")
-    for principal in ("alice", "bob"):
-        catalog.create_principal(principal)
+    catalog = with_principals(main_ml, "alice", "bob")
     catalog.create_storage_credential("cred", SECRET)
     catalog.create_external_location("raw", str(lake), "cred")
     return catalog

@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tests.catalog.conftest import home_with_main_ml, with_principals
 from uc_jupyter.catalog import NotFound, PermissionDenied, Privilege, SecurableKind, as_principal
 from uc_jupyter.catalog.embedded.grants import GrantChange
 from uc_jupyter.catalog.embedded.local import LocalCatalog
@@ -16,13 +17,9 @@ from uc_jupyter.catalog.embedded.local import LocalCatalog
 @pytest.fixture
 def cat(tmp_path: Path) -> LocalCatalog:
     """main.ml.t and main.ml.v, principals alice, bob and carol, and an external location "raw"."""
-    catalog = LocalCatalog(tmp_path / "home")
-    catalog.create_catalog("main")
-    catalog.create_schema("main.ml")
+    catalog = with_principals(home_with_main_ml(tmp_path / "home"), "alice", "bob", "carol")
     catalog.create_table("main.ml.t", pa.table({"x": [1]}))
     catalog.create_volume("main.ml.v")
-    for principal in ("alice", "bob", "carol"):
-        catalog.create_principal(principal)
     (tmp_path / "raw").mkdir()
     catalog.create_external_location("raw", str(tmp_path / "raw"))
     return catalog

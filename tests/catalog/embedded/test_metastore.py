@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.catalog.conftest import home_with_main_ml, with_principals
 from uc_jupyter.catalog import AlreadyExists, NotFound, PermissionDenied, as_principal
 from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.catalog.embedded.metastore import KIND_BY_LEVEL, LEVEL_OF
@@ -21,12 +22,8 @@ K = SecurableKind
 @pytest.fixture
 def cat(tmp_path: Path) -> LocalCatalog:
     """main.ml with volume v, and principals alice and bob (not admins)."""
-    catalog = LocalCatalog(tmp_path / "home")
-    catalog.create_catalog("main")
-    catalog.create_schema("main.ml")
+    catalog = with_principals(home_with_main_ml(tmp_path / "home"), "alice", "bob")
     catalog.create_volume("main.ml.v")
-    for principal in ("alice", "bob"):
-        catalog.create_principal(principal)
     return catalog
 
 

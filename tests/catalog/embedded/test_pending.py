@@ -19,11 +19,8 @@ OPTIONS = {"key": "AKIA-pending", "secret": "pending-secret"}
 
 
 @pytest.fixture
-def cat(tmp_path: Path) -> LocalCatalog:
-    catalog = LocalCatalog(tmp_path / "home")
-    catalog.create_catalog("main")
-    catalog.create_schema("main.ml")
-    return catalog
+def cat(main_ml: LocalCatalog) -> LocalCatalog:
+    return main_ml
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import deltalake
 import pyarrow as pa
 import pytest
 
+from tests.catalog.conftest import home_with_main_ml, with_principals
 from uc_jupyter.catalog import AlreadyExists, NotFound, PermissionDenied, StagingTableInfo, as_principal
 from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.storage import urls as st
@@ -26,13 +27,8 @@ def clock() -> ManualClock:
 @pytest.fixture
 def cat(isolated_home: Path, clock: ManualClock) -> LocalCatalog:
     """main.ml where alice may create tables; bob may use the schema only."""
-    catalog = LocalCatalog(isolated_home, staging_ttl=TTL, clock=clock)
-    catalog.create_catalog("main")
-    catalog.create_schema("main.ml")
-    for principal in ("alice", "bob"):
-        catalog.create_principal(principal)
-        catalog.grant("main", "USE CATALOG", principal)
-        catalog.grant("main.ml", "USE SCHEMA", principal)
+    catalog = home_with_main_ml(isolated_home, staging_ttl=TTL, clock=clock)
+    with_principals(catalog, "alice", "bob", use_schema=True)
     catalog.grant("main.ml", "CREATE TABLE", "alice")
     catalog.grant("main.ml", "CREATE TABLE", "bob")
     return catalog

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from tests.catalog.conftest import with_principals
 from uc_jupyter.catalog import (
     AlreadyExists,
     NoExternalLocation,
@@ -22,22 +23,9 @@ OWN_OPTIONS = {"client_kwargs": {"region_name": "eu-west-1"}}
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Path:
-    folder = (tmp_path / "lake").resolve()
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-def cat(tmp_path: Path, lake: Path) -> LocalCatalog:
+def cat(main_ml: LocalCatalog, lake: Path) -> LocalCatalog:
     """main.ml, principals alice and bob with USE CATALOG and USE SCHEMA, and location "lake"."""
-    catalog = LocalCatalog(tmp_path / "home")
-    catalog.create_catalog("main")
-    catalog.create_schema("main.ml")
-    for principal in ("alice", "bob"):
-        catalog.create_principal(principal)
-        catalog.grant("main", "USE CATALOG", principal)
-        catalog.grant("main.ml", "USE SCHEMA", principal)
+    catalog = with_principals(main_ml, "alice", "bob", use_schema=True)
     catalog.create_external_location("lake", str(lake))
     return catalog
 

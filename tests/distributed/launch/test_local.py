@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.distributed.conftest import one_rank
 from uc_jupyter.distributed.launch.local import SUPERVISED, plan_devices, rank_environment, start_rank_process
 from uc_jupyter.distributed.protocol import Output, StartFailed
-from uc_jupyter.processes import free_port
 
 
 @pytest.mark.parametrize(
@@ -73,19 +73,7 @@ def test_each_rank_gets_torchrun_variables_and_the_principal_it_acts_as() -> Non
 
 
 def test_a_rank_that_cannot_start_says_why_over_its_channel_and_exits(tmp_path: Path) -> None:
-    environment = rank_environment(
-        rank=0,
-        size=1,
-        local_rank=0,
-        local_size=1,
-        node_rank=0,
-        master_addr="127.0.0.1",
-        port=free_port(),
-        principal="alice",
-        devices="cpu",
-        backend="no-such-backend",
-    )
-    rank = start_rank_process(0, environment, tmp_path)
+    rank = start_rank_process(0, one_rank(backend="no-such-backend"), tmp_path)
     try:
         assert os.getsid(rank.process.pid) == rank.process.pid  # its own session: a terminal's Ctrl-C is ours
         said = rank.channel.recv()

@@ -14,27 +14,10 @@ from typing import Any
 
 import pytest
 
-from uc_jupyter.distributed.launch.local import rank_environment
+from tests.distributed.conftest import one_rank
 from uc_jupyter.distributed.launch.ray_host import RankHost, Relayed, versions
 from uc_jupyter.distributed.payload import unpack
 from uc_jupyter.distributed.protocol import Call, Output, Ready, Reply, decode, encode
-from uc_jupyter.processes import free_port
-
-
-def one_rank() -> dict[int, dict[str, str]]:
-    environment = rank_environment(
-        rank=0,
-        size=1,
-        local_rank=0,
-        local_size=1,
-        node_rank=0,
-        master_addr="127.0.0.1",
-        port=free_port(),
-        principal="alice",
-        devices="cpu",
-        backend="gloo",
-    )
-    return {0: environment}
 
 
 def plain_host() -> Any:
@@ -59,7 +42,7 @@ def test_a_ranks_words_come_in_order_and_its_end_after_its_last_word() -> None:
     before = set(Path(tempfile.gettempdir()).glob(ours))
     host = plain_host()
     (logs,) = set(Path(tempfile.gettempdir()).glob(ours)) - before  # the host's rank logs
-    pids = host.start(one_rank())
+    pids = host.start({0: one_rank()})
     assert list(pids) == [0] and pids[0] > 0
     started = said_until(host, Ready)
     assert isinstance(started[-1], Ready) and started[-1].backend == "gloo" and started[-1].device == "cpu"
