@@ -41,6 +41,24 @@ def test_volumes_load_as_loader_dataset_or_paths(sources: LocalCatalog) -> None:
     assert [Path(p).read_text() for p in load(VOLUME, to="paths")] == ["doc 0", "doc 1", "doc 2"]
 
 
+def rows_of(to: str, where: str) -> list[int]:
+    frame = load(TABLE, to=to, where=where)
+    return next(iter(frame))["a"].tolist() if to == "torch" else frame["a"].tolist()
+
+
+@pytest.mark.parametrize("to", ["torch", "pandas"])
+def test_text_after_a_filters_condition_is_refused_never_dropped(sources: LocalCatalog, to: str, request: Any) -> None:
+    """deltalake stops at the end of the first complete condition and dropped the rest (every row with
+    a > 4 was read); now both paths refuse it, naming where the text goes wrong."""
+    if to == "pandas":
+        request.getfixturevalue("spark_remote")  # the Spark path
+    with pytest.raises(Exception, match=r"found: b|PARSE_SYNTAX_ERROR") as caught:
+        rows_of(to, "a > 4 b = 9")
+    if to == "torch":
+        assert "\n" not in str(caught.value)  # (Spark's own errors are one line under issue 30)
+    assert rows_of(to, "a > 4 AND b = 9") == [6]  # joined, it is one condition
+
+
 def test_a_table_loads_as_a_torch_dataset_with_one_str_as_one_column(sources: LocalCatalog) -> None:
     rows = load(TABLE, to="torch", columns="ab", batch_size=2)
     assert isinstance(rows, UCTableDataset) and rows.columns == ["ab"]
@@ -88,6 +106,7 @@ def test_a_table_loads_as_a_torch_dataset_with_one_str_as_one_column(sources: Lo
         (TABLE, {"limit": True}, TypeError, "invalid limit True"),
         (TABLE, {"version": 1.0}, TypeError, "invalid version 1.0"),
         (TABLE, {"where": 5}, TypeError, "invalid where 5"),
+        (TABLE, {"to": "pandas", "where": "a > 1)"}, ValueError, "filter 'a > 1)' has a ')' at character 6"),
         (
             TABLE,
             {"to": "pandas", "seed": 3},

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from uc_jupyter import options as opt
 from uc_jupyter.catalog import get_catalog
 from uc_jupyter.catalog.rules.names import parse_name
+from uc_jupyter.data.table.predicate import whole
 from uc_jupyter.notices import notice
 
 if TYPE_CHECKING:
@@ -163,6 +164,8 @@ def load(
     kind = source_kind(source)
     columns = opt.column_names("columns", columns)
     where = opt.text("where", where)
+    if where:
+        whole(where)  # a filter the engines would read only the start of is refused before anything is read
     limit = opt.maybe_whole_number("limit", limit)
     version = opt.maybe_whole_number("version", version)
     batch_size = opt.maybe_whole_number("batch_size", batch_size, minimum=1)
@@ -303,7 +306,7 @@ def _load_table(
     if columns:
         frame = frame.select(*columns)
     if where:
-        frame = frame.where(where)
+        frame = frame.where(whole(where))  # Spark must parse all of it
     if limit is not None:
         frame = frame.limit(limit)
     if to == "spark":

@@ -107,6 +107,10 @@ def test_columns_filter_and_version(table: str, catalog: LocalCatalog) -> None:
         ({"columns": [5]}, TypeError, "5 is not a str"),
         ({"columns": {"id"}}, TypeError, "invalid columns {'id'}"),
         ({"filter": 5}, TypeError, "invalid filter 5: give a str or None"),
+        # Text after a complete condition is refused, never dropped (it read every row with id > 3).
+        ({"filter": "id > 3 name = 'row5'"}, ValueError, "cannot apply filter \"id > 3 name = 'row5'\": .*found: name"),
+        ({"filter": "id > 3; DROP"}, ValueError, "found: ;"),
+        ({"filter": "id > 3)"}, ValueError, r"has a '\)' at character 7 that closes nothing"),
         ({"version": -1}, ValueError, "invalid version -1"),
         ({"version": "0"}, TypeError, "invalid version '0'"),
         ({"shuffle": "no"}, TypeError, "invalid shuffle 'no'"),

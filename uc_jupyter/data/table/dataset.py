@@ -31,6 +31,7 @@ from uc_jupyter.data.stream.partition import OnUneven, StreamPositions
 from uc_jupyter.data.stream.partitioned import PartitionedDataset
 from uc_jupyter.data.stream.renewal import Renewal, renew
 from uc_jupyter.data.stream.stats import DatasetStats, StreamCounters
+from uc_jupyter.data.table.predicate import whole
 from uc_jupyter.errors import first_line
 from uc_jupyter.storage.urls import delta_uri
 
@@ -79,6 +80,7 @@ class UCTableDataset(PartitionedDataset):
         # Checked before the catalog is asked; columns="ab" is the one column "ab", never "a" and "b".
         wanted = opt.column_names("columns", columns)
         filter = opt.text("filter", filter)
+        predicate = whole(filter) if filter else None  # the engine must parse all of it
         batch_size = opt.whole_number("batch_size", batch_size, minimum=1)
         version = opt.maybe_whole_number("version", version)
         clock = opt.function("clock", clock) or time.time
@@ -98,6 +100,7 @@ class UCTableDataset(PartitionedDataset):
             raise ValueError(f"table {self.name} has no column {missing[0]!r}; its columns are {', '.join(known)}")
         self.columns = wanted if wanted is not None else known
         self.filter = filter
+        self._predicate = predicate
         self.batch_size = batch_size
         # Read once, here: forked DataLoader workers share it copy-on-write, and never touch
         # deltalake, whose runtime does not survive a fork. Spawned workers read their own.
@@ -154,7 +157,7 @@ class UCTableDataset(PartitionedDataset):
 
     def _read(self, snapshot: DeltaTable, columns: list[str]) -> pa.Table:
         try:
-            reader = snapshot.scan(columns=columns, predicate=self.filter)
+            reader = snapshot.scan(columns=columns, predicate=self._predicate)
         except Exception as exc:
             raise ValueError(f"table {self.name}: cannot apply filter {self.filter!r}: {first_line(exc)}") from exc
         return _plain_types(pa.RecordBatchReader.from_stream(reader).read_all())
