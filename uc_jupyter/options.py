@@ -206,6 +206,10 @@ def check_loader_arguments(given: Mapping[str, Any]) -> None:
         Traceback (most recent call last):
         ...
         TypeError: invalid shuffle 'no': give True or False
+        >>> check_loader_arguments({"collate_fn": 123})
+        Traceback (most recent call last):
+        ...
+        TypeError: invalid collate_fn 123: give a function (a callable) or None
     """
     if given.get("batch_size") is not None:  # None: no batching
         whole_number("batch_size", given["batch_size"], minimum=1)
@@ -218,6 +222,9 @@ def check_loader_arguments(given: Mapping[str, Any]) -> None:
     check_prefetch_factor(workers, maybe_whole_number("prefetch_factor", given.get("prefetch_factor"), minimum=1))
     if "timeout" in given:
         non_negative_number("timeout", given["timeout"])
+    for name in ("collate_fn", "worker_init_fn"):  # torch calls them only in a pass, deep in a worker
+        if name in given:
+            function(name, given[name])
 
 
 def _strings(name: str, value: object, wanted: str) -> list[str]:

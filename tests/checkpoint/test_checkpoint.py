@@ -246,8 +246,9 @@ def test_metadata_that_is_not_a_checkpoint_s_is_refused_without_running_it(
 
 def test_bad_arguments_are_refused_in_one_line(local_volume: Volume) -> None:
     path, _ = local_volume("ckpt")
-    with pytest.raises(ValueError, match="keep_last=0: give a number of checkpoints >= 1"):
-        UCVolumeWriter(f"{path}/run/step-1", keep_last=0)
+    for wrong in (0, True, 2.0, "3"):  # True is an int to Python: never "keep 1"
+        with pytest.raises(ValueError, match=f"^keep_last={wrong!r}: give a number of checkpoints >= 1, or None"):
+            UCVolumeWriter(f"{path}/run/step-1", keep_last=wrong)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"cannot use /Volumes/main/ml/ckpt itself as a checkpoint folder"):
         UCVolumeWriter(path)
 

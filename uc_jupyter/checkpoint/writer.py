@@ -84,7 +84,8 @@ class UCVolumeWriter(StorageWriter):
         file_bytes: int = _FILE_BYTES,
     ) -> None:
         super().__init__()
-        if keep_last is not None and (not isinstance(keep_last, int) or keep_last < 1):
+        if keep_last is not None and (isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1):
+            # keep_last=True is an int to Python: refused here, not read as "keep 1"
             raise ValueError(f"keep_last={keep_last!r}: give a number of checkpoints >= 1, or None to keep all")
         if threads < 1 or file_bytes < 1:
             raise ValueError(f"threads={threads}, file_bytes={file_bytes}: give numbers >= 1")

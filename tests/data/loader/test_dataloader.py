@@ -119,6 +119,8 @@ def test_bad_arguments_get_torchs_clear_errors() -> None:
         ((), {"pin_memory": 1}, TypeError, "invalid pin_memory 1"),
         ((), {"drop_last": None}, TypeError, "invalid drop_last None"),
         ((), {"timeout": -1}, ValueError, "invalid timeout -1"),
+        ((), {"collate_fn": 123}, TypeError, "invalid collate_fn 123: give a function (a callable) or None"),
+        ((), {"worker_init_fn": "seed"}, TypeError, "invalid worker_init_fn 'seed'"),
         ((), {"mlflow": "off"}, TypeError, "invalid mlflow 'off'"),
         ((), {"monitor": "no"}, TypeError, "invalid monitor 'no'"),
         ((), {"batchsize": 4}, TypeError, "DataLoader: got an unexpected keyword argument 'batchsize'"),
