@@ -78,6 +78,19 @@ def test_latest_is_the_newest_commit_and_never_an_unfinished_save(volume: tuple[
 
 
 @pytest.mark.in_a_fork
+def test_latest_never_returns_a_checkpoint_missing_a_file_its_marker_names(volume: tuple[str, Path]) -> None:
+    path, folder = volume
+    for step in (1, 2):
+        save(f"{path}/run/step-{step}", every_kind(step))
+    assert latest(f"{path}/run") == f"{path}/run/step-2"
+    next((folder / "run/step-2").glob("*.distcp")).unlink()  # deleted after its commit: a load would fail
+    assert latest(f"{path}/run") == f"{path}/run/step-1"
+    metadata = folder / "run/step-1/.metadata"
+    metadata.write_bytes(metadata.read_bytes()[:-1])  # cut short
+    assert latest(f"{path}/run") is None
+
+
+@pytest.mark.in_a_fork
 def test_keep_last_removes_older_checkpoints_only_after_its_own_commit(volume: tuple[str, Path]) -> None:
     path, folder = volume
     for step in (1, 2):

@@ -49,7 +49,8 @@ __all__ = ["check_keep_last", "commit", "committed", "latest", "resume_point"]
 def latest(path: str, *, catalog: Catalog | None = None) -> str | None:
     """The /Volumes path of the newest committed checkpoint right inside the folder ``path`` (newest by
     the commit time its marker records, which the coordinator's clock wrote), or None when there is none.
-    Folders whose save did not finish (no marker) are never returned. Needs READ VOLUME.
+    Folders whose save did not finish (no marker), and committed ones missing a file their marker names
+    (deleted, or cut short, since), are never returned. Needs READ VOLUME.
 
     Example:
         >>> dcp.load(state, storage_reader=UCVolumeReader(latest("/Volumes/main/ml/runs/a")))  # doctest: +SKIP
@@ -91,7 +92,15 @@ def resume_point(path: str, *, catalog: Catalog | None = None) -> tuple[str | No
 
 
 def _newest(run: CheckpointFolder) -> str | None:
-    found = committed(run, run.key)
+    """The newest committed checkpoint in ``run`` whose every file is there as its marker records it
+    (a file deleted or cut short since the commit makes it one a load would fail on: skipped)."""
+    listed = run.writes.listing(run.key)
+    sizes = {entry.key: entry.size for entry in listed}
+    found = {
+        child: marker
+        for child, marker in _markers(run, run.key, listed).items()
+        if all(sizes.get(f"{child}/{name}") == size for name, size in marker.files.items())
+    }
     if not found:
         return None
     newest = max(found, key=lambda key: (found[key].committed_at, key))
