@@ -31,14 +31,21 @@ def shown(text: str) -> str:
     return repr(text) if len(text) <= SHOWN_CHARACTERS else f"{text[:SHOWN_CHARACTERS]!r}..."
 
 
-_part_char = st.characters(exclude_categories=("Cs",), exclude_characters=FORBIDDEN)
+# What a name may hold: no surrogate, and nothing invisible or direction-changing (controls, format
+# characters such as U+200D and U+202E, separators other than the space, unassigned, private use).
+_INVISIBLE = ("Cs", "Cc", "Cf", "Zs", "Zl", "Zp", "Cn", "Co")
+_part_char = st.characters(exclude_categories=_INVISIBLE, exclude_characters=FORBIDDEN)
 valid_parts = st.one_of(
     st.from_regex(r"[A-Za-z0-9_]{1,12}", fullmatch=True),
     st.text(st.sampled_from("`aZ_-9\u00e9"), min_size=1, max_size=8),
     st.text(_part_char, min_size=1, max_size=MAX_PART_LENGTH),
     st.text(st.sampled_from("aB`"), min_size=MAX_PART_LENGTH, max_size=MAX_PART_LENGTH),
 )
-_bad_char = st.one_of(st.sampled_from(". /\x00\x7f"), st.characters(max_codepoint=0x1F))
+_bad_char = st.one_of(
+    st.sampled_from(". /\x00\x7f"),
+    st.characters(max_codepoint=0x1F),
+    st.characters(categories=("Cf", "Zs", "Zl", "Zp")),  # look-alikes: "ma\u200din" beside "main"
+)
 _short_text = st.text(_part_char, max_size=10)
 # (bad part, the text of it that the error message must quote)
 bad_parts = st.one_of(
@@ -397,3 +404,18 @@ def test_a_flood_of_a_name_is_quoted_cut(text: str) -> None:
     with pytest.raises(InvalidName) as error:
         parse(text)
     assert len(str(error.value)) < 1000 and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "code"),
+    [
+        ("ma\u200din.ml.t", "U+200D"),
+        ("main.ml.\u202ets", "U+202E"),
+        ("main.\u00a0ml", "U+00A0"),
+        ("\ufeffmain", "U+FEFF"),
+    ],
+)
+def test_a_look_alike_of_a_name_made_of_invisible_characters_is_refused(name: str, code: str) -> None:
+    with pytest.raises(InvalidName, match=re.escape(f"contains the invisible or direction-changing character {code}")):
+        parse_name(name)
+    assert parse_name("`café`.`数据`.t").parts == ("café", "数据", "t")  # letters of any script stay names

@@ -4,7 +4,8 @@ Securable names have one to three dot-separated parts (``catalog``, ``catalog.sc
 ``catalog.schema.object``). A part is either a plain identifier (letters, digits, ``_``) or a
 backquoted one (```my-catalog```, a doubled backquote stands for one). Like Unity Catalog, names
 are case-insensitive and stored lower-case, and a part may not contain a period, a space, a
-forward slash or a control character, and may not exceed 255 characters.
+forward slash, a control character or an invisible or direction-changing one (a zero-width joiner,
+a right-to-left override, a no-break space), and may not exceed 255 characters.
 
 Volume paths look like ``/Volumes/<catalog>/<schema>/<volume>[/<relative path>]``; the three name
 parts follow the rules above, the relative part keeps its case and may not climb out of the volume.
@@ -19,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 __all__ = [
@@ -254,6 +256,10 @@ def _check_part(
         raise InvalidName(f"{label} {_shown(part)} contains {problem}; use letters, digits, '_' or '-'")
 
 
+# Unicode categories a name may not hold: controls (C1 too), format characters (U+200B-U+200F,
+# U+202A-U+202E, U+2066-U+2069, U+FEFF ...), separators other than the space, unassigned and private use.
+_INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp", "Cn", "Co", "Cs"})
+
 SHOWN_CHARACTERS = 300  # of a refused name an error repeats: enough to recognise it, never a flood
 
 
@@ -276,6 +282,10 @@ def _forbidden_character(part: str) -> str | None:
             return "a period"
         if ch == "/":
             return "a forward slash"
+        if unicodedata.category(ch) in _INVISIBLE:
+            # Zero-width joiners, direction overrides, no-break spaces: a name that looks like another
+            # ("main" and "ma\u200din") would be a second catalog a reader takes for the first.
+            return f"the invisible or direction-changing character U+{ord(ch):04X}"
     return None
 
 
