@@ -84,12 +84,16 @@ def test_token_commands_refuse_a_catalog_server() -> None:
         remote.close()
 
 
-@pytest.mark.parametrize("ttl", ["0", "-60", "1.5", "1e3", "", "soon"])
-def test_ttl_must_be_whole_seconds_above_zero(ttl: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("ttl", ["0", "-60", "1.5", "1e3", "", "soon", "1e300", "99999999999999999999", "3153600001"])
+def test_ttl_must_be_whole_seconds_above_zero_and_within_a_century(
+    ttl: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exited:
         parser().parse_args(["create", "admin", "--ttl", ttl])
     assert exited.value.code == 2
-    assert f"argument --ttl: {ttl!r}: give a whole number of seconds above 0 (e.g. 86400)" in capsys.readouterr().err
+    said = f"argument --ttl: {ttl!r}: give a whole number of seconds above 0 and at most 3,153,600,000 (100 years)"
+    assert said in capsys.readouterr().err
+    assert parser().parse_args(["create", "admin", "--ttl", "3153600000"]).ttl == 3153600000  # the century itself
 
 
 def test_the_subcommands_take_their_documented_arguments() -> None:

@@ -23,13 +23,18 @@ from uc_jupyter.catalog.embedded.tokens import TokenInfo, TokenStore
 __all__ = ["COMMANDS", "run"]
 
 
+_MOST_TTL = 100 * 365 * 86400  # a hundred years: past it an expiry date overflows long before it is useful
+
+
 def _ttl(text: str) -> int:
     try:
         seconds = int(text)
     except ValueError:
         seconds = 0
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of seconds above 0 (e.g. 86400)")
+    if not 0 < seconds <= _MOST_TTL:
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r}: give a whole number of seconds above 0 and at most {_MOST_TTL:,} (100 years), e.g. 86400"
+        )
     return seconds
 
 
