@@ -371,8 +371,9 @@ def test_a_symlinked_folder_inside_the_cache_is_replaced_not_written_through(tmp
 
 
 # ------------------------------------------------------------------ a lost or damaged index
-def test_a_deleted_index_is_rebuilt_from_the_objects_and_they_stay_evictable(tmp_path: Path) -> None:
-    """Before: the objects were orphans: uncounted by the budget, never evicted (200 kB for ever)."""
+def test_a_deleted_index_is_rebuilt_empty_and_the_objects_it_proved_go(tmp_path: Path) -> None:
+    """Before: the objects were orphans (uncounted, never evicted); then they were entered again and
+    served on their size alone. Without their checksums nothing proves their bytes: they are removed."""
     root = tmp_path / "cache"
     cache = new_cache(root)
     for i in range(3):
@@ -382,35 +383,61 @@ def test_a_deleted_index_is_rebuilt_from_the_objects_and_they_stay_evictable(tmp
     for name in ("index.db", "index.db-wal", "index.db-shm"):
         with contextlib.suppress(FileNotFoundError):
             (root / name).unlink()
-    with pytest.warns(UserWarning, match=r"cache index .*index.db was missing: rebuilt it from the 3 cached files"):
+    with pytest.warns(UserWarning, match=r"cache index .*index.db was missing: rebuilt it empty and removed the 3"):
         again = new_cache(root)
-    stats = again.stats()
-    assert (stats.resident_bytes, stats.entries) == (3000, 3)
-    hit = lookup(again, "f1.bin", b"\x01" * 1000)  # still a hit: checked, then served
-    assert hit is not None
-    assert Path(hit.path).read_bytes() == b"\x01" * 1000
-    again.release(hit)
-    assert again.clear() == 3
-    assert [p for p in (root / "objects").rglob("*") if p.is_file()] == []
-    assert again.stats().resident_bytes == 0
+    assert (again.stats().resident_bytes, again.stats().entries) == (0, 0)
+    assert [p for p in (root / "objects").rglob("*") if p.is_file()] == []  # nothing orphaned either
+    assert lookup(again, "f1.bin", b"\x01" * 1000) is None  # a miss: it downloads again
+    again.release(download(again, "f1.bin", b"\x01" * 1000))
+    assert again.stats().entries == 1
 
 
-def test_a_truncated_object_found_by_a_rebuild_is_not_served(tmp_path: Path) -> None:
-    """A rebuilt index knows an object's size only from the disk: the listing's size decides."""
+@pytest.mark.parametrize("tamper", [overwrite_in_place, overwrite_keeping_the_times], ids=lambda f: f.__name__)
+def test_objects_overwritten_or_planted_before_the_index_is_lost_are_never_served(
+    tmp_path: Path, tamper: Callable[[Path, Path], None]
+) -> None:
+    """The issue's break: index.db deleted after objects were overwritten (or a file planted under a
+    key's name) served [ALICE-0, EVIL-1, ALICE-2] with only a warning that the index was rebuilt."""
     root = tmp_path / "cache"
     cache = new_cache(root)
-    first = download(cache, "a.bin")
-    cache.release(first)
+    kept = [download(cache, f"f{i}.bin") for i in range(3)]
+    for got in kept:
+        cache.release(got)
     cache.flush()
     del cache
-    os.truncate(first.path, 5)
+    tamper(Path(kept[1].path), tmp_path / "other")
+    planted = Path(kept[2].path)
+    planted.unlink()
+    planted.write_bytes(EVIL)  # the same size, under the key's own name
+    (root / "index.db").unlink()
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        again = new_cache(root)
+    served = [lookup(again, f"f{i}.bin") for i in range(3)]
+    assert served == [None, None, None]  # every one downloads again: none is read from the disk
+    again.release(download(again, "f1.bin"))
+    hit = lookup(again, "f1.bin")  # downloaded again: the original bytes
+    assert hit is not None and Path(hit.path).read_bytes() == ORIGINAL
+    again.release(hit)
+
+
+def test_an_object_pinned_while_its_index_is_rebuilt_stays_for_its_reader_and_then_goes(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    cache = new_cache(root)
+    reading = download(cache, "a.bin")  # pinned: a loop has it
+    cache.flush()
     (root / "index.db").unlink()
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         again = new_cache(root)
-        assert lookup(again, "a.bin") is None
-    assert any(f"cache file {first.path} holds 5 bytes where 30 were downloaded" in m for m in cache_warnings(seen))
-    assert again.stats().resident_bytes == 0
+        assert Path(reading.path).read_bytes() == ORIGINAL  # its reader goes on
+        assert again.stats().entries == 1  # counted while it stays
+        assert lookup(again, "a.bin") is None  # its next use proves nothing: removed, downloads again
+    assert any(
+        "was found by a rebuild of a lost index, and nothing proves its bytes" in m for m in cache_warnings(seen)
+    )
+    assert again.stats().entries == 0
+    cache.release(reading)
 
 
 def not_a_database(data: bytes) -> bytes:
@@ -422,7 +449,7 @@ def pages_overwritten(data: bytes) -> bytes:  # the header and schema page intac
 
 
 @pytest.mark.parametrize("damage", [not_a_database, pages_overwritten], ids=lambda f: f.__name__)
-def test_a_damaged_index_is_rebuilt_from_the_objects(tmp_path: Path, damage: Callable[[bytes], bytes]) -> None:
+def test_a_damaged_index_is_rebuilt_empty(tmp_path: Path, damage: Callable[[bytes], bytes]) -> None:
     """Before: sqlite3.DatabaseError from FileCache() (and from every dataset using the cache)."""
     root = tmp_path / "cache"
     cache = new_cache(root)
@@ -433,12 +460,11 @@ def test_a_damaged_index_is_rebuilt_from_the_objects(tmp_path: Path, damage: Cal
     index = root / "index.db"
     assert not (root / "index.db-wal").exists()
     index.write_bytes(damage(index.read_bytes()))
-    with pytest.warns(UserWarning, match=r"cache index .*index.db was damaged \(.*\): rebuilt it from the 1 cached"):
+    with pytest.warns(
+        UserWarning, match=r"cache index .*index.db was damaged \(.*\): rebuilt it empty and removed the 1"
+    ):
         again = new_cache(root)
-    assert again.stats().entries == 1
-    hit = lookup(again, "a.bin")
-    assert hit is not None
-    again.release(hit)
+    assert again.stats().entries == 0 and lookup(again, "a.bin") is None  # unproven without the index: gone
 
 
 # ------------------------------------------------------------------ a full disk

@@ -87,7 +87,7 @@ ERRORS: dict[str, tuple[str, int, set[str], str]] = {
     "get_missing_table": ("NotFoundException", 404, {"TABLE_NOT_FOUND"}, f"{TABLE_CATALOG}.s.nope"),
     "get_deleted_table": ("NotFoundException", 404, {"TABLE_NOT_FOUND"}, f"{TABLE_CATALOG}.s.b"),
     "rename_catalog": ("BadRequestException", 400, {"INVALID_ARGUMENT"}, "renaming a catalog is not supported"),
-    "volume_credentials_missing_id": ("NotFoundException", 404, {"NOT_FOUND"}, "no volume with id"),
+    "volume_credentials_missing_id": ("ForbiddenException", 403, {"PERMISSION_DENIED"}, "no credentials for volume id"),
     "volume_credentials_unknown_operation": (
         "BadRequestException",
         400,

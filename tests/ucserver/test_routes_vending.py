@@ -274,7 +274,10 @@ def test_no_credentials_without_the_privilege_and_no_role_is_left(served: Served
     hidden = denied.call(
         "POST", "temporary-volume-credentials", json_body={"volume_id": hidden_id, "operation": "READ_VOLUME"}
     )
-    assert refused(hidden, 404, "NOT_FOUND") == f"no volume with id {hidden_id!r}"
+    assert (
+        refused(hidden, 403, "PERMISSION_DENIED")
+        == f"no credentials for volume id {hidden_id!r}: it is not one you may use, or there is none"
+    )
     assert "aws_temp_credentials" not in str(write.body) + str(hidden.body)
     assert {r["RoleName"] for r in iam.list_roles()["Roles"]} == roles_before
 
@@ -363,7 +366,10 @@ def test_keys_vended_before_a_revoke_keep_working_until_they_expire(served: Serv
     again = served.client(token).call(
         "POST", "temporary-volume-credentials", json_body={"volume_id": volume_id, "operation": "READ_VOLUME"}
     )
-    assert refused(again, 404, "NOT_FOUND") == f"no volume with id {volume_id!r}"  # no new keys, no name either
+    assert (
+        refused(again, 403, "PERMISSION_DENIED")
+        == f"no credentials for volume id {volume_id!r}: it is not one you may use, or there is none"
+    )  # no new keys, no name either
     # The old keys, in hal's hands or passed to anyone: S3 sees keys, not principals.
     assert _outcome(lambda: s3.get_object(Bucket=SHARED, Key="vols/a/x")) == "ok"
     assert _outcome(lambda: s3.get_object(Bucket=SHARED, Key="vols/b/x")) == "AccessDenied"  # still only a's

@@ -217,15 +217,22 @@ def test_ids_are_no_oracle_and_a_visible_volume_without_the_privilege_is_403(ser
         for asked in (own, invented, schema_id)
     }
     for asked, answer in answers.items():
-        assert refused(answer, 404, "NOT_FOUND") == f"no volume with id {asked!r}"
-        assert answer.body == {**answers[invented].body, "message": f"no volume with id {asked!r}"}
+        assert (
+            refused(answer, 403, "PERMISSION_DENIED")
+            == f"no credentials for volume id {asked!r}: it is not one you may use, or there is none"
+        )
+        said = f"no credentials for volume id {asked!r}: it is not one you may use, or there is none"
+        assert answer.body == {**answers[invented].body, "message": said}
     # Gina sees it and may read, not write: the 403 names what she lacks, and nothing is vended.
     read = {"volume_id": own, "operation": "READ_VOLUME"}
     assert ok(gina.call("POST", "temporary-volume-credentials", json_body=read))["url"] == volume["storage_location"]
     write = gina.call("POST", "temporary-volume-credentials", json_body={**read, "operation": "WRITE_VOLUME"})
     assert refused(write, 403, "PERMISSION_DENIED") == "gina lacks WRITE VOLUME on vendids.s.v"
     table_creds = gina.call("POST", "temporary-table-credentials", json_body={"table_id": own, "operation": "READ"})
-    assert refused(table_creds, 404, "NOT_FOUND") == f"no table with id {own!r}"  # a volume's id is no table's
+    assert (
+        refused(table_creds, 403, "PERMISSION_DENIED")
+        == f"no credentials for table id {own!r}: it is not one you may use, or there is none"
+    )  # a volume's id is no table's
     # Ivy holds WRITE VOLUME only, which lets her see the volume and write it (as embedded), not read it.
     ivy = server.client(server.token("ivy"))
     with as_principal(ADMIN):

@@ -164,7 +164,10 @@ def test_the_id_of_a_dropped_volume_never_vends_its_successor(server: Served, wo
     assert first["volume_id"] != second["volume_id"]
     for operation in ("READ_VOLUME", "WRITE_VOLUME"):
         stale = _vend(admin, "volume", first["volume_id"], operation)
-        assert refused(stale, 404, "NOT_FOUND") == f"no volume with id {first['volume_id']!r}"
+        assert (
+            refused(stale, 403, "PERMISSION_DENIED")
+            == f"no credentials for volume id {first['volume_id']!r}: it is not one you may use, or there is none"
+        )
         assert ok(_vend(admin, "volume", second["volume_id"], operation))["url"] == second["storage_location"]
     ok(admin.call("DELETE", "volumes/atk.s.moved"))
 
@@ -180,12 +183,20 @@ def test_the_id_of_a_dropped_table_never_vends_its_successor(server: Served, wor
     assert first.id and second.id and first.id != second.id
     for operation in ("READ", "READ_WRITE"):
         stale = _vend(admin, "table", first.id, operation)
-        assert refused(stale, 404, "NOT_FOUND") == f"no table with id {first.id!r}"
+        assert (
+            refused(stale, 403, "PERMISSION_DENIED")
+            == f"no credentials for table id {first.id!r}: it is not one you may use, or there is none"
+        )
         assert ok(_vend(admin, "table", second.id, operation))["url"] == second.storage_location
     # The volume id namespace is not the table one's: neither id vends as the other kind.
     volume_id = ok(admin.call("GET", "volumes/atk.s.v"))["volume_id"]
-    assert refused(_vend(admin, "table", volume_id, "READ"), 404, "NOT_FOUND") == f"no table with id {volume_id!r}"
-    assert refused(_vend(admin, "volume", second.id, "READ_VOLUME"), 404, "NOT_FOUND").startswith("no volume with id")
+    assert (
+        refused(_vend(admin, "table", volume_id, "READ"), 403, "PERMISSION_DENIED")
+        == f"no credentials for table id {volume_id!r}: it is not one you may use, or there is none"
+    )
+    assert refused(_vend(admin, "volume", second.id, "READ_VOLUME"), 403, "PERMISSION_DENIED").startswith(
+        "no credentials for volume id"
+    )
 
 
 # ----------------------------------------------------------------- staging tables of others
@@ -202,7 +213,7 @@ def test_a_staging_id_vends_for_its_creator_only_and_its_location_for_nobody(ser
         # A metastore admin holds every privilege, but a staging table is its creator's until registered.
         taken = _vend(admin, "table", staged["id"], operation)
         missing = _vend(admin, "table", invented, operation)
-        assert (taken.status, taken.error_code) == (missing.status, missing.error_code) == (404, "NOT_FOUND")
+        assert (taken.status, taken.error_code) == (missing.status, missing.error_code) == (403, "PERMISSION_DENIED")
         assert taken.body["message"].replace(staged["id"], "ID") == missing.body["message"].replace(invented, "ID")
         # Its storage lies in the catalog's managed storage, inside no external location, for anyone.
         for who in (admin, stager):
@@ -211,7 +222,10 @@ def test_a_staging_id_vends_for_its_creator_only_and_its_location_for_nobody(ser
                 assert "no external location contains it" in refused(answer, 403, "PERMISSION_DENIED")
     ok(stager.call("DELETE", f"uc-jupyter/staging-tables/{staged['id']}"))
     abandoned = _vend(stager, "table", staged["id"], "READ_WRITE")
-    assert refused(abandoned, 404, "NOT_FOUND") == f"no table with id {staged['id']!r}"
+    assert (
+        refused(abandoned, 403, "PERMISSION_DENIED")
+        == f"no credentials for table id {staged['id']!r}: it is not one you may use, or there is none"
+    )
 
 
 def _staging(name: str) -> dict[str, str]:

@@ -18,8 +18,9 @@ be a way to read what the caller may not. Local storage vends no key: there, as 
 catalog, the write privilege alone is checked.
 
 Ids are UC's: the caller first GETs the table or volume. An id that names nothing and an id of an
-object the caller may neither see nor use as asked answer the same 404 (``no volume with id 'X'``), so
-ids are no oracle; a caller who sees the object but lacks the privilege gets the 403 that names it,
+object the caller may neither see nor use as asked answer the same 403 ``PERMISSION_DENIED``, as Unity
+Catalog answers (``no credentials for volume id 'X': ...``), so ids are no oracle and clients written
+for UC get its status; a caller who sees the object but lacks the privilege gets the 403 that names it,
 and one who holds the privilege gets credentials even where it does not make the object visible
 (WRITE VOLUME alone), as the embedded catalog's resolve_* allow. A malformed id,
 operation or URL is a one-line 400.
@@ -78,9 +79,12 @@ def _checked_id(text: str, field: str) -> str:
         ) from None
 
 
-def _missing(kind: SecurableKind, object_id: str) -> NotFound:
-    # Word for word what LocalCatalog.resolve_table_id says for an unknown id: one answer for all cases.
-    return NotFound(f"no {kind.label} with id {object_id[:64]!r}")
+def _refused(kind: SecurableKind, object_id: str) -> WireError:
+    """The one answer for an id that names nothing and for one the caller may neither see nor use."""
+    return WireError(
+        "PERMISSION_DENIED",
+        f"no credentials for {kind.label} id {object_id[:64]!r}: it is not one you may use, or there is none",
+    )
 
 
 def _resolved_by_id(
@@ -90,7 +94,7 @@ def _resolved_by_id(
     ``object_id``; None when the id names nothing in the tree (e.g. a staging table's).
 
     :meth:`LocalCatalog.securable_by_id` checks no privilege, so: an id of another kind, and an object
-    the caller may neither see (``get``) nor use as asked (``resolve``), are the same NotFound as a
+    the caller may neither see (``get``) nor use as asked (``resolve``), are the same 403 as a
     missing id; a caller who sees it but lacks the privilege gets the 403 naming it; one who holds the
     privilege without seeing the object (WRITE VOLUME alone, say) gets credentials, as embedded."""
     try:
@@ -98,7 +102,7 @@ def _resolved_by_id(
     except NotFound:
         return None
     if found_kind is not kind:
-        raise _missing(kind, object_id)
+        raise _refused(kind, object_id)
     try:
         get(name)
         seen = True
@@ -109,7 +113,7 @@ def _resolved_by_id(
     except (NotFound, PermissionDenied):
         if seen:
             raise
-        raise _missing(kind, object_id) from None
+        raise _refused(kind, object_id) from None
 
 
 def _vend_object(vendor: Vendor, cat: LocalCatalog, url: str, *, write: bool) -> Json:
@@ -161,7 +165,10 @@ def table_credentials(vendor: Vendor, cat: LocalCatalog, call: Call) -> Json:
         cat, SecurableKind.TABLE, table_id, cat.get_table, lambda name: cat.resolve_table(name, write=write)
     )
     if resolved is None:
-        resolved = cat.resolve_table_id(table_id, write=write)  # a staging table's id: for its creator only
+        try:
+            resolved = cat.resolve_table_id(table_id, write=write)  # a staging table's id: for its creator only
+        except NotFound:
+            raise _refused(SecurableKind.TABLE, table_id) from None
     elif write and _keys_read_too(resolved.storage_location):
         _resolved_by_id(cat, SecurableKind.TABLE, table_id, cat.get_table, lambda name: cat.resolve_table(name))
     return _vend_object(vendor, cat, resolved.storage_location, write=write)
@@ -176,7 +183,7 @@ def volume_credentials(vendor: Vendor, cat: LocalCatalog, call: Call) -> Json:
 
     resolved = _resolved_by_id(cat, SecurableKind.VOLUME, volume_id, cat.get_volume, lambda n: resolve(n, write))
     if resolved is None:
-        raise _missing(SecurableKind.VOLUME, volume_id)
+        raise _refused(SecurableKind.VOLUME, volume_id)
     if write and _keys_read_too(resolved.url):
         _resolved_by_id(cat, SecurableKind.VOLUME, volume_id, cat.get_volume, lambda n: resolve(n, False))
     return _vend_object(vendor, cat, resolved.url, write=write)

@@ -56,8 +56,9 @@ Why it is built this way:
   each file just before the scan comes back to it and re-download nearly everything). Files of
   other groups not used for ``grace_seconds`` are evicted, the least recently used group first.
 - The folder is the cache's alone: a folder holding other files is refused, never emptied; a lost
-  or damaged index is rebuilt from the objects (nothing is orphaned on disk, the budget counts them
-  again, they stay evictable), with a warning.
+  or damaged index is rebuilt empty, with a warning: the checksums that proved the objects' bytes
+  went with it, so the objects are removed (nothing is orphaned on disk, nothing unproven is served)
+  and download again when next read; one a reader holds pinned is removed at its next hit.
 
 Example:
     >>> import tempfile, pathlib

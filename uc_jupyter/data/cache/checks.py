@@ -159,7 +159,7 @@ class Checks:
             except OSError as exc:
                 problem = str(exc)
             else:
-                if record.checksum is None or digest == record.checksum:
+                if record.checksum is None or digest == record.checksum:  # (never UNPROVEN: no digest is)
                     sealed = stamp(pin.fd)
                     if sealed is not None:
                         recorded = fingerprint(sealed)
@@ -167,7 +167,11 @@ class Checks:
                         local.checked[key] = (record.checksum, digest, recorded)
                     local.stamps[key] = (key, *recorded[1:], record.used)
                     return True
-                problem = "does not hold the bytes that were downloaded (its checksum differs)"
+                problem = (
+                    "was found by a rebuild of a lost index, and nothing proves its bytes"
+                    if record.checksum == ledger.UNPROVEN
+                    else "does not hold the bytes that were downloaded (its checksum differs)"
+                )
         pin.release()
         self._damaged(key, path, found.st_ino, problem, record)
         return False

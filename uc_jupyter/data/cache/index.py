@@ -178,8 +178,8 @@ class Index:
         if rebuilt is not None and why is not None and (rebuilt[0] or why != "missing"):
             count, total = rebuilt
             warnings.warn(
-                f"cache index {path} was {why}: rebuilt it from the {count} cached files ({total} bytes) "
-                "found; each is checked against its listed size and hashed when next used",
+                f"cache index {path} was {why}: rebuilt it empty and removed the {count} cached files ({total} "
+                "bytes) it held, since nothing proves their bytes without it; they download again when next read",
                 CacheIntegrityWarning,
                 stacklevel=5,
             )

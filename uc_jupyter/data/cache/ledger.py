@@ -42,12 +42,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from uc_jupyter.data.cache.disk import PER_FILE, charge
-from uc_jupyter.data.cache.integrity import Fingerprint
+from uc_jupyter.data.cache.integrity import XATTR, Fingerprint
 from uc_jupyter.data.cache.layout import scan_objects
 from uc_jupyter.data.cache.pins import delete_unpinned
 
+# The checksum of an object a rebuild found pinned by a reader: no digest equals it, so its next hit
+# removes it and downloads it again (nothing proves its bytes once the index holding its checksum is gone).
+UNPROVEN = b"unproven"
+
 __all__ = [
     "SCHEMA",
+    "UNPROVEN",
     "Finished",
     "Freed",
     "Record",
@@ -362,26 +367,34 @@ def evict(
 
 
 def rebuild(conn: sqlite3.Connection, base: str, *, now: float) -> tuple[int, int]:
-    """Enter every object on disk into a new, empty index (a lost or damaged one was replaced), in
-    no group (so they are other groups' files to every dataset, used last when the oldest was
-    written: evictable once cold), without
-    checksums (each is checked against its listed size and hashed at its first hit), last used when
-    written. Returns the objects and bytes entered: the budget counts them again."""
-    count = total = disk_total = 0
+    """A new, empty index (a lost or damaged one was replaced) over an empty ``objects/``: the
+    checksums that proved each object's bytes died with the old index, and a file of the right size
+    is no proof (one overwritten or planted there would be served), so every object found is
+    removed and downloads again when next read. One a reader still holds pinned stays for it, entered
+    :data:`UNPROVEN` (in no group, evictable once cold): its next hit hashes it, finds no match, and
+    removes it. Returns the objects and bytes removed."""
+    count = total = kept = kept_total = disk_total = 0
     block = block_of(conn)
     seen: set[str] = set()
     for key, relative, found in scan_objects(base):
+        path = f"{base}/objects/{relative}"
         if key in seen:  # the same key under another extension: a name we never give
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{base}/objects/{relative}")
+                os.unlink(path)
             continue
         seen.add(key)
-        enter(conn, key, found.st_size, "", relative, None, None, used=min(found.st_mtime, now))
-        count += 1
-        total += found.st_size
+        if delete_unpinned(path):
+            count += 1
+            total += found.st_size
+            continue
+        with contextlib.suppress(OSError):  # its seal would serve it unhashed; without, its hit asks the index
+            os.removexattr(path, XATTR, follow_symlinks=False)
+        enter(conn, key, found.st_size, "", relative, UNPROVEN, None, used=min(found.st_mtime, now))
+        kept += 1
+        kept_total += found.st_size
         disk_total += charge(found.st_size, block=block)
-    conn.execute("UPDATE ledger SET resident = ?, entries = ?, disk_resident = ?", (total, count, disk_total))
-    if count:
+    conn.execute("UPDATE ledger SET resident = ?, entries = ?, disk_resident = ?", (kept_total, kept, disk_total))
+    if kept:
         oldest = conn.execute("SELECT min(used) FROM entries").fetchone()[0]
         use_groups(conn, {"": float(oldest)})
     return count, total
