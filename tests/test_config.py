@@ -76,3 +76,17 @@ def test_a_cache_folder_pointed_at_the_catalogs_own_home_is_refused(
     with pytest.raises(NotACacheFolder, match="is uc_jupyter's home folder, not a cache"):
         FileCache()
     assert sorted(p.name for p in isolated_home.iterdir()) == before
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "soon", "inf", "nan"])
+def test_a_bad_spark_connect_timeout_is_a_one_line_error_and_unset_is_30_s(
+    monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    assert settings().spark_connect_timeout == 30.0
+    monkeypatch.setenv("UC_JUPYTER_SPARK_CONNECT_TIMEOUT", "2.5")
+    assert settings().spark_connect_timeout == 2.5
+    monkeypatch.setenv("UC_JUPYTER_SPARK_CONNECT_TIMEOUT", raw)
+    with pytest.raises(
+        ValueError, match=f"^invalid UC_JUPYTER_SPARK_CONNECT_TIMEOUT='{raw}': give a number of seconds"
+    ):
+        settings()

@@ -51,6 +51,7 @@ class Settings:
     cache_max_bytes: int | None = None
     cache_min_free_bytes: int | None = None
     cache_dir: Path | None = None
+    spark_connect_timeout: float = 30.0  # seconds a remote Spark Connect server has to answer first
 
     def remote_catalog(self) -> tuple[str, str, Literal["uc", "databricks"]] | None:
         """The catalog server to use as (url, token, dialect), None for the embedded catalog; a server
@@ -95,6 +96,7 @@ def settings() -> Settings:
         cache_max_bytes=_byte_count("UC_JUPYTER_CACHE_MAX_BYTES", least=1),
         cache_min_free_bytes=_byte_count("UC_JUPYTER_CACHE_MIN_FREE_BYTES", least=0),
         cache_dir=Path(cache).expanduser().resolve() if (cache := os.environ.get("UC_JUPYTER_CACHE_DIR")) else None,
+        spark_connect_timeout=_seconds("UC_JUPYTER_SPARK_CONNECT_TIMEOUT", default=30.0),
     )
 
 
@@ -110,6 +112,21 @@ def _byte_count(variable: str, *, least: int) -> int | None:
         value = least - 1
     if value < least:
         raise ValueError(f"invalid {variable}={raw!r}: give a whole number of bytes ({least} or more), or unset it")
+    return value
+
+
+def _seconds(variable: str, *, default: float) -> float:
+    """A number of seconds above 0 from ``variable`` (``default`` when unset or empty); anything else
+    is a one-line ValueError naming the variable."""
+    raw = os.environ.get(variable, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise ValueError(f"invalid {variable}={raw!r}: give a number of seconds above 0, or unset it")
     return value
 
 

@@ -103,3 +103,43 @@ def test_in_a_real_kernel_a_first_table_load_shows_one_progress_widget(
     assert len(cell.displays) == 1 and "application/vnd.jupyter.widget-view+json" in cell.displays[0]
     assert any("starting Spark Connect (first use: about 20 s) ... " in value for value in cell.values)
     assert cell.values[-1].startswith("<code>loading main.ml.points: done in ")
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port that accepts connections (the kernel's backlog) and never says a word."""
+    import socket
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(8)
+        yield listening.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("where", "said"),
+    [
+        ("closed", r"connection refused; check UC_JUPYTER_SPARK_REMOTE and that the server runs$"),
+        ("silent", r"accepted a connection but did not answer within 1 s \(UC_JUPYTER_SPARK_CONNECT_TIMEOUT\)"),
+        ("unknown", r"check UC_JUPYTER_SPARK_REMOTE and that the server runs$"),
+    ],
+)
+def test_a_remote_that_cannot_serve_fails_in_one_line_within_its_deadline_every_time(
+    monkeypatch: pytest.MonkeyPatch, silent_port: int, where: str, said: str
+) -> None:
+    """Before: 671 s in pyspark's retries, then a raw gRPC error; a second attempt hung past 1,200 s."""
+    from uc_jupyter.processes import free_port
+    from uc_jupyter.tables.spark import SparkUnavailable
+
+    address = {
+        "closed": f"127.0.0.1:{free_port()}",
+        "silent": f"127.0.0.1:{silent_port}",
+        "unknown": "nohost.invalid:1",
+    }
+    monkeypatch.setenv("UC_JUPYTER_SPARK_REMOTE", f"sc://{address[where]}")
+    monkeypatch.setenv("UC_JUPYTER_SPARK_CONNECT_TIMEOUT", "1")
+    for _attempt in range(2):  # the second is no slower: nothing of the first is kept
+        with pytest.raises(SparkUnavailable, match=said) as caught:
+            get_spark()
+        assert str(caught.value).startswith(f"cannot reach Spark Connect at sc://{address[where]}: ")
+        assert "\n" not in str(caught.value)

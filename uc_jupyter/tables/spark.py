@@ -22,12 +22,14 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import socket
 import threading
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from uc_jupyter.config import settings
+from uc_jupyter.errors import first_line
 from uc_jupyter.progress import ProgressOutput
 from uc_jupyter.tables.spark_server import (
     LocalServer,
@@ -84,7 +86,8 @@ def get_spark(progress: Progress = None) -> SparkSession:
         3
     """
     quiet_pandas_version_warning()
-    remote = settings().spark_remote
+    configured = settings()
+    remote = configured.spark_remote
     url = remote or local_server(progress=progress).url
     with _lock:
         session = _sessions.get(url)
@@ -98,9 +101,9 @@ def get_spark(progress: Progress = None) -> SparkSession:
                     _close(old)
             _local_urls.add(url)
         try:
-            session = _connect(url, local=remote is None)
+            session = _connect(url, local=remote is None, timeout=configured.spark_connect_timeout)
         except Exception as exc:
-            raise SparkUnavailable(f"cannot reach Spark Connect at {url}: {exc}") from exc
+            raise SparkUnavailable(f"cannot reach Spark Connect at {url}: {first_line(exc)}") from exc
         _sessions[url] = session
         return session
 
@@ -127,11 +130,16 @@ def quiet_pandas_version_warning() -> None:
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
 
 
-def _connect(url: str, *, local: bool) -> SparkSession:
+def _connect(url: str, *, local: bool, timeout: float) -> SparkSession:
+    """A session to ``url``. A remote server must accept a connection, then answer, each within
+    ``timeout`` seconds (pyspark's own retries wait up to 10 minutes, and a call on a silent address
+    never returns): refused or unresolvable at once, silent after ``timeout``."""
     from pyspark.sql.connect.client import DefaultChannelBuilder
     from pyspark.sql.connect.client.retries import DefaultPolicy
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
+    if not local:
+        _accepts(url, timeout)
     # What SparkSession.builder.remote() sets: pyspark.sql.functions and friends then take the
     # Spark Connect path (the builder below, which takes channel options, does not set it).
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
@@ -139,8 +147,80 @@ def _connect(url: str, *, local: bool) -> SparkSession:
     session: Any = ConnectSession.builder.channelBuilder(DefaultChannelBuilder(url, channelOptions=options)).create()
     if local:
         session.client.set_retry_policies([DefaultPolicy(**_LOCAL_RETRIES)])
+    else:
+        session.client.set_retry_policies([DefaultPolicy(**_remote_retries(timeout))])
+        _answers(session, timeout)
     _bound_exit(session.client)
     return session  # type: ignore[no-any-return]
+
+
+def _accepts(url: str, timeout: float) -> None:
+    """ConnectionError in one line unless something accepts a TCP connection at ``url`` within ``timeout``."""
+    host, port = _endpoint(url)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except TimeoutError:
+        raise ConnectionError(
+            f"nothing answered within {timeout:g} s (UC_JUPYTER_SPARK_CONNECT_TIMEOUT); check the address "
+            "and that the server runs"
+        ) from None
+    except OSError as exc:
+        reason = (exc.strerror or type(exc).__name__).lower()
+        raise ConnectionError(f"{reason}; check UC_JUPYTER_SPARK_REMOTE and that the server runs") from None
+
+
+def _answers(session: Any, timeout: float) -> None:
+    """ConnectionError unless the server answers a first call (its version) within ``timeout``: a
+    port that accepts but never speaks Spark Connect must not hold the notebook. The call left
+    waiting ends with its channel, which is closed."""
+    answered: list[BaseException | None] = []
+    thread = threading.Thread(target=_ask_version, args=(session, answered), name="uc_jupyter-spark-probe", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not answered:
+        _abandon(session)
+        raise ConnectionError(
+            f"it accepted a connection but did not answer within {timeout:g} s (UC_JUPYTER_SPARK_CONNECT_TIMEOUT); "
+            "is it a Spark Connect server?"
+        )
+    if answered[0] is not None:
+        _abandon(session)
+        raise ConnectionError(first_line(answered[0])) from answered[0]
+
+
+def _abandon(session: Any) -> None:
+    """Close a session that never answered, at once: its channel, which ends the call left waiting
+    (``session.stop()`` would hold pyspark's session lock, and the next session's creation with it,
+    until that call gave up)."""
+    with contextlib.suppress(Exception):
+        session.client.set_retry_policies([])
+    with contextlib.suppress(Exception):
+        session.client.close()
+
+
+def _ask_version(session: Any, answered: list[BaseException | None]) -> None:
+    try:
+        _ = session.version
+    except BaseException as exc:  # reported by the waiting caller
+        answered.append(exc)
+    else:
+        answered.append(None)
+
+
+def _endpoint(url: str) -> tuple[str, int]:
+    """(host, port) of ``sc://host:port[/;params]`` (Spark Connect's default port 15002)."""
+    rest = url.removeprefix("sc://").split("/", 1)[0].split(";", 1)[0]
+    host, colon, port = rest.rpartition(":")
+    if not colon or not port.isdigit():
+        return rest.strip("[]"), 15002
+    return host.strip("[]"), int(port)
+
+
+def _remote_retries(timeout: float) -> dict[str, Any]:
+    """pyspark's retry policy, bounded: its backoffs add up to about ``timeout`` (not 10 minutes)."""
+    most = max(100, int(timeout * 1000 / 4))
+    return {"max_retries": 4, "initial_backoff": min(250, most), "backoff_multiplier": 2.0, "max_backoff": most}
 
 
 def _bound_exit(client: Any) -> None:
