@@ -4,6 +4,7 @@ file:// and an s3:// volume, the commit marker, latest(), keep_last, immutabilit
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -18,7 +19,7 @@ import torch.distributed.checkpoint as dcp
 from tests.checkpoint.conftest import assert_bit_equal, every_kind, zeros_like
 from uc_jupyter.catalog import Catalog, as_principal
 from uc_jupyter.checkpoint import UCVolumeReader, UCVolumeWriter, latest
-from uc_jupyter.checkpoint.layout import saving_marker
+from uc_jupyter.checkpoint.layout import StoredAt, load_metadata, saving_marker
 from uc_jupyter.errors import UcJupyterWarning
 from uc_jupyter.testing.s3_server import S3TestServer
 
@@ -273,3 +274,32 @@ def test_the_pure_modules_examples_run(module: str) -> None:
 
     failed, attempted = doctest.testmod(importlib.import_module(module))
     assert failed == 0 and attempted > 0
+
+
+def crafted(folder: Path, change: Callable[[StoredAt], StoredAt]) -> None:
+    """Rewrite the checkpoint's ``.metadata`` with ``change`` applied to its first item's place."""
+    metadata = load_metadata((folder / ".metadata").read_bytes(), str(folder))
+    first = next(iter(metadata.storage_data))
+    metadata.storage_data[first] = change(metadata.storage_data[first])
+    (folder / ".metadata").write_bytes(pickle.dumps(metadata))
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda at: dataclasses.replace(at, length=1 << 46), r"lies at bytes .* of __0_0\.distcp, which holds [\d,]+:"),
+        (lambda at: dataclasses.replace(at, offset=1 << 46), r"lies at bytes 70,368,744,177,664 to"),
+        (lambda at: dataclasses.replace(at, length=-5), r"lies at offset \d+, length -5: the checkpoint is damaged"),
+        (lambda at: dataclasses.replace(at, file="__9_9.distcp"), r"lies in __9_9\.distcp, which is not there"),
+    ],
+)
+def test_a_crafted_metadata_is_refused_before_anything_is_read_or_allocated(
+    local_volume: Volume, change: Callable[[StoredAt], StoredAt], said: str
+) -> None:
+    """Before: a declared length of 2^46 made the reader ask for reads until MemoryError (113 s)."""
+    path, folder = local_volume("ckpt")
+    save(f"{path}/run/step-1", every_kind(1))
+    crafted(folder / "run/step-1", change)
+    with pytest.raises(ValueError, match=said) as caught:
+        UCVolumeReader(f"{path}/run/step-1")
+    assert "\n" not in str(caught.value) and str(caught.value).startswith(f"{path}/run/step-1/.metadata: item ")

@@ -87,6 +87,7 @@ class UCVolumeReader(StorageReader):
         stored = metadata.storage_data
         if not isinstance(stored, dict) or not all(isinstance(at, StoredAt) for at in stored.values()):
             raise ValueError(f"{folder.path} was not written by UCVolumeWriter: read it with the reader of its writer")
+        _within_files(folder, stored)
         self._metadata = metadata
         return folder
 
@@ -138,6 +139,28 @@ class UCVolumeReader(StorageReader):
         ends = [min(start + _PIECE, at.offset + at.length) for start in starts]
         reads = self._folder.writes.read_range
         return [pool.submit(reads, key, start, end - start) for start, end in zip(starts, ends, strict=True)]
+
+
+def _within_files(folder: CheckpointFolder, stored: dict[Any, StoredAt]) -> None:
+    """ValueError in one line unless every item lies inside its data file as it is on storage: a
+    length read from ``.metadata`` decides what is allocated and asked for (2^46 bytes once asked
+    for gigabytes of reads before anything failed), so it is checked against the files' real sizes,
+    from one listing, before anything is read."""
+    sizes = {entry.key: entry.size for entry in folder.writes.listing(folder.key)}
+    for index, at in stored.items():
+        where = f"{folder.path}/{METADATA}: item {getattr(index, 'fqn', index)!r}"
+        if not (isinstance(at.offset, int) and isinstance(at.length, int) and at.offset >= 0 and at.length >= 0):
+            raise ValueError(f"{where} lies at offset {at.offset!r}, length {at.length!r}: the checkpoint is damaged")
+        size = sizes.get(folder.file(at.file))
+        if size is None:
+            raise ValueError(
+                f"{where} lies in {at.file}, which is not there: the checkpoint is damaged; load an earlier one"
+            )
+        if at.offset + at.length > size:
+            raise ValueError(
+                f"{where} lies at bytes {at.offset:,} to {at.offset + at.length:,} of {at.file}, which holds {size:,}: "
+                "the checkpoint is damaged; load an earlier one"
+            )
 
 
 def _joined(pieces: Sequence[bytes]) -> bytearray:
