@@ -15,7 +15,8 @@ Recommendations, per rank and most effective first, come only from what the Snap
 - the workers: none (the loop decodes between its own steps), some idle while others work (their
   shards ran out), waiting for storage (their processes on CPU under half the time: more reads in
   flight), all of them busy (more workers, up to the CPUs; past them, cheaper items: for files smaller
-  ones, for tables fewer columns);
+  ones, for tables fewer columns). The share is CPU time over wall time: on a machine with more
+  runnable threads than cores a decoding worker reads lower than it is busy;
 - fetch latency vs throughput: a few long stalls (a median wait far below the mean) call for
   fetching further ahead, steady waits for more throughput;
 - start-up: workers started anew each pass (``persistent_workers=True`` starts them once).
@@ -283,7 +284,9 @@ def _worker_advice(
             "storage; keep more reads in flight (the dataset's prefetch=, or more workers)"
         )
     fetch = loop.fetch
-    if fetch.count and fetch.quantile(0.5) < STALL_RATIO * fetch.mean:
+    # Stalls say "fetch further ahead" only when the workers' CPU time is not known: busy workers
+    # (decoding) need more of them, whatever the shape of the waits.
+    if on_cpu is None and fetch.count and fetch.quantile(0.5) < STALL_RATIO * fetch.mean:
         return (
             f"waits are a few long stalls (median {format_seconds(fetch.quantile(0.5))}, p99 "
             f"{format_seconds(fetch.quantile(0.99))}): fetch further ahead with a larger prefetch_factor, "

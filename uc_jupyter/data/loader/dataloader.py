@@ -259,7 +259,11 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         watch.end(self._final_stats())
 
     def _batches_per_pass(self) -> int | None:
-        """len(loader) when the dataset knows its length (a stream on another rank count may not)."""
+        """The batches a pass delivers, when known: len(loader), except for a stream read by several
+        workers (torch counts its batches as if one stream made them, while each worker's share ends
+        on a partial batch of its own), or a dataset without a length."""
+        if self.num_workers > 1 and isinstance(self.dataset, torch.utils.data.IterableDataset):
+            return None
         try:
             return len(self)
         except TypeError:
