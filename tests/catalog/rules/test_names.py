@@ -10,6 +10,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from uc_jupyter.catalog.rules.names import (
+    INVISIBLE_CATEGORIES,
     MAX_PART_LENGTH,
     SHOWN_CHARACTERS,
     InvalidName,
@@ -31,10 +32,9 @@ def shown(text: str) -> str:
     return repr(text) if len(text) <= SHOWN_CHARACTERS else f"{text[:SHOWN_CHARACTERS]!r}..."
 
 
-# What a name may hold: no surrogate, and nothing invisible or direction-changing (controls, format
-# characters such as U+200D and U+202E, separators other than the space, unassigned, private use).
-_INVISIBLE = ("Cs", "Cc", "Cf", "Zs", "Zl", "Zp", "Cn", "Co")
-_part_char = st.characters(exclude_categories=_INVISIBLE, exclude_characters=FORBIDDEN)
+# What a name may hold: nothing invisible or direction-changing (controls, format characters such as
+# U+200D and U+202E, separators other than the space, unassigned, private use, surrogates).
+_part_char = st.characters(exclude_categories=sorted(INVISIBLE_CATEGORIES), exclude_characters=FORBIDDEN)
 valid_parts = st.one_of(
     st.from_regex(r"[A-Za-z0-9_]{1,12}", fullmatch=True),
     st.text(st.sampled_from("`aZ_-9\u00e9"), min_size=1, max_size=8),

@@ -21,7 +21,7 @@ from uc_jupyter.catalog import (
     Unauthenticated,
     VolumeInfo,
 )
-from uc_jupyter.catalog.rules.names import InvalidName, parse_name
+from uc_jupyter.catalog.rules.names import INVISIBLE_CATEGORIES, InvalidName, parse_name
 from uc_jupyter.catalog.wire.errors import RemotePermissionDenied, WireError, from_error, to_error
 from uc_jupyter.catalog.wire.shapes import (
     CREATE_SCHEMA,
@@ -38,7 +38,9 @@ from uc_jupyter.catalog.wire.shapes import (
 
 T0 = datetime(2026, 5, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
 UC_PART = st.text(
-    alphabet=st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters="./ \x7f"), min_size=1, max_size=20
+    alphabet=st.characters(exclude_categories=sorted(INVISIBLE_CATEGORIES), exclude_characters="./ \x7f"),
+    min_size=1,
+    max_size=20,
 )
 
 

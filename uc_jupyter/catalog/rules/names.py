@@ -24,6 +24,7 @@ import unicodedata
 from dataclasses import dataclass
 
 __all__ = [
+    "INVISIBLE_CATEGORIES",
     "MAX_PART_LENGTH",
     "SHOWN_CHARACTERS",
     "InvalidName",
@@ -258,7 +259,7 @@ def _check_part(
 
 # Unicode categories a name may not hold: controls (C1 too), format characters (U+200B-U+200F,
 # U+202A-U+202E, U+2066-U+2069, U+FEFF ...), separators other than the space, unassigned and private use.
-_INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp", "Cn", "Co", "Cs"})
+INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp", "Cn", "Co", "Cs"})
 
 SHOWN_CHARACTERS = 300  # of a refused name an error repeats: enough to recognise it, never a flood
 
@@ -282,7 +283,7 @@ def _forbidden_character(part: str) -> str | None:
             return "a period"
         if ch == "/":
             return "a forward slash"
-        if unicodedata.category(ch) in _INVISIBLE:
+        if unicodedata.category(ch) in INVISIBLE_CATEGORIES:
             # Zero-width joiners, direction overrides, no-break spaces: a name that looks like another
             # ("main" and "ma\u200din") would be a second catalog a reader takes for the first.
             return f"the invisible or direction-changing character U+{ord(ch):04X}"
