@@ -106,8 +106,7 @@ def verdict(figures: Snapshot, *, scope: str = "") -> Verdict:
     loop, share = loops[rank], shares[rank]
     who = f"rank {rank}" if len(loops) > 1 else "the loop"
     others = _others(shares, rank, len(loops))
-    own = loop.between
-    if share > INPUT_BOUND_SHARE and own.mean < NO_WORK_SECONDS and own.total < 0.1 * loop.fetch.total:
+    if share > INPUT_BOUND_SHARE and _no_step(loop):
         rate = _rate(loop)
         text = (
             f"no training step: {who} does nothing between batches, so waiting for data {share:.0%}{where} "
@@ -119,7 +118,7 @@ def verdict(figures: Snapshot, *, scope: str = "") -> Verdict:
         over = f"over {INPUT_BOUND_SHARE:.0%}: data loading holds training back"
         text = f"input-bound: {who} waited for data {share:.0%}{where} ({over}){others}"
         return Verdict(share, True, text, "input-bound", ranked)
-    steady = max(0.0, loop.fetch.total - loop.first_waits) + own.total
+    steady = _steady_seconds(loop)
     if loop.startup > steady:
         took, of = format_seconds(loop.startup), format_seconds(loop.startup + steady)
         text = (
@@ -129,6 +128,16 @@ def verdict(figures: Snapshot, *, scope: str = "") -> Verdict:
         return Verdict(share, False, text, "start-up", ranked)
     text = f"compute-bound: {who} waited for data {share:.0%}{where}; data keeps up{others}"
     return Verdict(share, False, text, "compute-bound", ranked)
+
+
+def _no_step(loop: Sample) -> bool:
+    """The loop does nothing between batches (no training step): its waits are its design."""
+    return loop.between.mean < NO_WORK_SECONDS and loop.between.total < 0.1 * loop.fetch.total
+
+
+def _steady_seconds(loop: Sample) -> float:
+    """The loop's time after its passes' start-up: its waits past each first batch, and its steps."""
+    return max(0.0, loop.fetch.total - loop.first_waits) + loop.between.total
 
 
 def _others(shares: dict[int, float], rank: int, ranks: int) -> str:
@@ -211,7 +220,7 @@ def skipped_text(figures: Snapshot) -> str:
 def _rank_advice(figures: Snapshot, loop: Sample, cpus: int | None) -> list[str] | None:
     """The lines for one rank; None when nothing holds its loop back (it is compute-bound)."""
     share = loop.exposed_wait
-    steady = max(0.0, loop.fetch.total - loop.first_waits) + loop.between.total
+    steady = _steady_seconds(loop)
     workers = [s for (r, w), s in sorted(figures.samples.items()) if r == loop.rank and w != MAIN_WORKER]
     if share is None or share <= INPUT_BOUND_SHARE:
         if loop.startup <= steady:
@@ -222,7 +231,7 @@ def _rank_advice(figures: Snapshot, loop: Sample, cpus: int | None) -> list[str]
                 "persistent_workers=True starts them once, for every epoch"
             ]
         return []  # the first files took the time, or workers that already persist: no knob for it
-    if loop.between.mean < NO_WORK_SECONDS and loop.between.total < 0.1 * loop.fetch.total:
+    if _no_step(loop):
         return []  # no training step: the wait is the loop's design, no knob shortens it
     lines = []
     cache = _cache_advice(figures, workers)
