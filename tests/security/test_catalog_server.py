@@ -236,9 +236,11 @@ def test_malformed_names_in_bodies_and_queries_are_refused_and_change_nothing(se
 
 def test_look_alike_names_are_other_names_and_folded_ones_the_same_checked_name(served: Served) -> None:
     bob = served.client(served.token("bob"))
+    invisible = call(bob, "GET", f"catalogs/{quote('main' + chr(0x200B))}")  # a zero-width space: no name at all
+    assert (invisible.status, invisible.error_code) == (400, "INVALID_ARGUMENT"), invisible
+    assert "invisible or direction-changing character U+200B" in invisible.body["message"]
     for look_alike in (
         FULLWIDTH_MAIN,
-        "main\u200b",
         "ma\u0131n",
         "main\u2024ml",
         "main\uff0eml",
