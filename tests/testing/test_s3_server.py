@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
+from uc_jupyter.processes import alive
 from uc_jupyter.testing.s3_server import S3TestServer
+from uc_jupyter.testing.scripts import run_python
 from uc_jupyter.testing.waits import wait_until
 
 
@@ -130,3 +132,15 @@ def test_a_server_that_requires_a_key_refuses_requests_without_it(tmp_path: Path
         stats = keyed.stats()
         assert stats["requests"]["refused unsigned"] == 3
         assert stats["clients"] == {"Boto3": 3, "Python-urllib": 1}  # which library asked, refused or not
+
+
+def test_a_script_that_never_stops_its_server_does_not_leave_it_running(tmp_path: Path) -> None:
+    """Before: the server outlived the script that started it (a notebook's, a benchmark's)."""
+    script = (
+        "import json, sys\n"
+        "from uc_jupyter.testing.s3_server import S3TestServer\n"
+        "server = S3TestServer(sys.argv[1]).start()\n"
+        "print(json.dumps(server.process.pid))\n"  # and exit without server.stop()
+    )
+    pid, _ = run_python(script, str(tmp_path / "buckets"))
+    wait_until(lambda: not alive(pid), "the abandoned S3 test server to exit", 20)

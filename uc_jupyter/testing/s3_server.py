@@ -42,8 +42,10 @@ import collections
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from email.utils import formatdate
@@ -381,9 +383,17 @@ class S3TestServer:
     def start(self) -> S3TestServer:
         self.root.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "uc_jupyter.testing.s3_server", "--root", str(self.root), *self.args],
+            [
+                sys.executable,
+                "-m",
+                "uc_jupyter.testing.s3_server",
+                "--root",
+                str(self.root),
+                "--exit-with-parent",
+                *self.args,
+            ],
             stdout=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,  # held by this process only: the server ends when it sees the pipe close
             text=True,
         )
         assert self.process.stdout is not None
@@ -404,6 +414,8 @@ class S3TestServer:
                 self.process.wait()
         if self.process is not None and self.process.stdout is not None:
             self.process.stdout.close()
+        if self.process is not None and self.process.stdin is not None:
+            self.process.stdin.close()
 
     def __enter__(self) -> S3TestServer:
         return self.start()
@@ -453,6 +465,11 @@ class S3TestServer:
             return result
 
 
+def _exit_at_end_of_input() -> None:
+    sys.stdin.read()  # returns at EOF: every holder of the pipe's other end is gone
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--root", required=True, type=Path, help="folder whose sub-folders are buckets")
@@ -465,10 +482,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-in-flight", type=int, default=0, help="503 SlowDown beyond N requests (0: no limit)")
     parser.add_argument("--fail-first", type=int, default=0, help="503 the first N GETs of each object")
     parser.add_argument("--require-key", default="", help="403 requests not signed with this access key id")
+    parser.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="exit when standard input closes (the parent that holds it ended)",
+    )
     args = parser.parse_args(argv)
     if min(args.latency, args.latency_sigma, args.bandwidth, args.connection_bandwidth, args.max_in_flight) < 0:
         parser.error("--latency, --latency-sigma, the bandwidths and --max-in-flight must be >= 0")
     settings = {name: float(getattr(args, name)) for name in (*_SETTINGS[:-1], "seed")}
+    if args.exit_with_parent:  # a script that never called stop() must not leave its server behind
+        threading.Thread(target=_exit_at_end_of_input, name="s3-test-server-parent", daemon=True).start()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(args.root, args.port, settings, args.require_key))
 
