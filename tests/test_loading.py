@@ -46,7 +46,8 @@ def rows_of(to: str, where: str) -> list[int]:
     return next(iter(frame))["a"].tolist() if to == "torch" else frame["a"].tolist()
 
 
-@pytest.mark.parametrize("to", ["torch", "pandas"])
+# The Spark path starts Spark: marked here, since the fixture is asked for inside the test.
+@pytest.mark.parametrize("to", ["torch", pytest.param("pandas", marks=pytest.mark.servers)])
 def test_text_after_a_filters_condition_is_refused_never_dropped(sources: LocalCatalog, to: str, request: Any) -> None:
     """deltalake stops at the end of the first complete condition and dropped the rest (every row with
     a > 4 was read); now both paths refuse it, naming where the text goes wrong."""
