@@ -42,6 +42,23 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def unreachable(host: str, port: int, timeout: float) -> str | None:
+    """None when something at ``host:port`` accepts a TCP connection within ``timeout`` seconds,
+    else why not, in a few lower-case words for a one-line error.
+
+    Example:
+        >>> unreachable("127.0.0.1", free_port(), 1.0)
+        'connection refused'
+    """
+    try:
+        with socket.create_connection((host.strip("[]"), port), timeout=timeout):
+            return None
+    except TimeoutError:
+        return f"no answer within {timeout:g} s"
+    except OSError as exc:
+        return (exc.strerror or type(exc).__name__).lower()
+
+
 def client_connections(port: int, proc_net: Path = Path("/proc/net")) -> int | None:
     """How many established TCP connections end at ``port`` on this machine; None without /proc."""
     return _sockets(port, _ESTABLISHED, proc_net)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import socket
 import threading
 import warnings
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from uc_jupyter.config import settings
 from uc_jupyter.errors import first_line
+from uc_jupyter.processes import unreachable
 from uc_jupyter.progress import ProgressOutput
 from uc_jupyter.tables.spark_server import (
     LocalServer,
@@ -156,18 +156,10 @@ def _connect(url: str, *, local: bool, timeout: float) -> SparkSession:
 
 def _accepts(url: str, timeout: float) -> None:
     """ConnectionError in one line unless something accepts a TCP connection at ``url`` within ``timeout``."""
-    host, port = _endpoint(url)
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            pass
-    except TimeoutError:
-        raise ConnectionError(
-            f"nothing answered within {timeout:g} s (UC_JUPYTER_SPARK_CONNECT_TIMEOUT); check the address "
-            "and that the server runs"
-        ) from None
-    except OSError as exc:
-        reason = (exc.strerror or type(exc).__name__).lower()
-        raise ConnectionError(f"{reason}; check UC_JUPYTER_SPARK_REMOTE and that the server runs") from None
+    reason = unreachable(*_endpoint(url), timeout)
+    if reason is not None:
+        bound = " (UC_JUPYTER_SPARK_CONNECT_TIMEOUT)" if reason.startswith("no answer within") else ""
+        raise ConnectionError(f"{reason}{bound}; check UC_JUPYTER_SPARK_REMOTE and that the server runs")
 
 
 def _answers(session: Any, timeout: float) -> None:
@@ -213,8 +205,8 @@ def _endpoint(url: str) -> tuple[str, int]:
     rest = url.removeprefix("sc://").split("/", 1)[0].split(";", 1)[0]
     host, colon, port = rest.rpartition(":")
     if not colon or not port.isdigit():
-        return rest.strip("[]"), 15002
-    return host.strip("[]"), int(port)
+        return rest, 15002
+    return host, int(port)
 
 
 def _remote_retries(timeout: float) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import Any
 
 from uc_jupyter.distributed.errors import ClusterError
 from uc_jupyter.errors import first_line
+from uc_jupyter.processes import unreachable
 
 __all__ = [
     "Node",
@@ -250,15 +251,12 @@ def _check_answers(address: str) -> None:
     host, _, port = target.rpartition(":")
     if not host or not port.isdigit():
         return  # "auto" and other forms Ray resolves itself
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_WITHIN):
-            pass
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
+    reason = unreachable(host, int(port), _CONNECT_WITHIN)
+    if reason is not None:
         raise ClusterError(
-            f"no Ray cluster answers at {address} ({reason.lower()}): start one (ray start --head) or fix the "
+            f"no Ray cluster answers at {address} ({reason}): start one (ray start --head) or fix the "
             "address (UC_JUPYTER_RAY_ADDRESS, RAY_ADDRESS or cluster='ray://host:port')"
-        ) from None
+        )
 
 
 def described(exc: BaseException) -> str:
