@@ -22,12 +22,22 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-__all__ = ["BUCKET_BOUNDS", "MAIN_WORKER", "Histogram", "Sample", "Snapshot", "wait_share"]
+__all__ = ["BUCKET_BOUNDS", "MAIN_WORKER", "Histogram", "Sample", "Snapshot", "wait_share", "waits_most"]
 
 _PER_DECADE = 8
 # Upper bounds of the buckets, in seconds; one more bucket above the last bound catches the rest.
 BUCKET_BOUNDS: tuple[float, ...] = tuple(10 ** (-5 + i / _PER_DECADE) for i in range(8 * _PER_DECADE + 1))
 MAIN_WORKER = -1  # the ``worker`` of a sample from the training loop itself
+
+
+def waits_most(waits: Mapping[int, float]) -> int:
+    """The rank whose wait is largest (the lowest such rank on a tie): under DDP it sets the step.
+
+    Example:
+        >>> waits_most({0: 0.1, 1: 0.4, 2: 0.4})
+        1
+    """
+    return max(waits, key=lambda rank: (waits[rank], -rank))
 
 
 def wait_share(waited: float, computed: float) -> float | None:
@@ -212,7 +222,7 @@ class Snapshot:
         said = [f"{self.batches:,} batches, {self.samples_delivered:,} samples at {rate:,.0f} samples/s"]
         waits = self.exposed_waits()
         if waits:
-            worst = max(waits, key=lambda r: (waits[r], -r))
+            worst = waits_most(waits)
             said.append(f"exposed wait {waits[worst]:.0%}" + (f" (rank {worst})" if ranks > 1 else ""))
         if self.cache_max_bytes and self.hits + self.misses:  # files read in place have no cache to hit
             said.append(f"hit rate {self.hit_rate:.0%}")

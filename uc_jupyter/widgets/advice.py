@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from uc_jupyter.telemetry.model import MAIN_WORKER, Sample, Snapshot
+from uc_jupyter.telemetry.model import MAIN_WORKER, Sample, Snapshot, waits_most
 from uc_jupyter.widgets.units import format_bytes, format_seconds, three_digits
 
 __all__ = [
@@ -102,7 +102,7 @@ def verdict(figures: Snapshot, *, scope: str = "") -> Verdict:
         rank = max(loops, key=lambda r: loops[r].startup)
         startup = loops[rank].startup
         return Verdict(None, False, f"start-up: the first batch took {format_seconds(startup)}", "start-up", rank)
-    rank = max(shares, key=lambda r: (shares[r], -r))
+    rank = waits_most(shares)
     loop, share = loops[rank], shares[rank]
     who = f"rank {rank}" if len(loops) > 1 else "the loop"
     others = _others(shares, rank, len(loops))
@@ -166,7 +166,7 @@ def straggler(waits: dict[int, float]) -> int | None:
     """
     if len(waits) < 2:
         return None
-    rank = max(waits, key=lambda r: (waits[r], -r))
+    rank = waits_most(waits)
     others = max(share for r, share in waits.items() if r != rank)
     return rank if waits[rank] > INPUT_BOUND_SHARE and waits[rank] >= 2 * others else None
 
