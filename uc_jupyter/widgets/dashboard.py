@@ -336,15 +336,30 @@ _HEADER = ("", "state", "batches", "samples", "samples/s", "waited", "fetch p50"
 _RANK_HEADER = ("rank", "batches", "samples/s", "exposed wait", "wait p50", "wait p95", "wait p99", "workers on CPU")
 
 
+def _table_html(header: tuple[str, ...], rows: list[tuple[list[str], str]], left: int) -> str:
+    """A small table: ``rows`` of (cells, already escaped HTML; the row's own style attribute or ''),
+    its first ``left`` columns left-aligned and the figures right-aligned, as numbers read."""
+    cell = 'style="padding:1px 10px 1px 0;white-space:nowrap;text-align:{align}"'
+
+    def align(i: int) -> str:
+        return cell.format(align="left" if i < left else "right")
+
+    head = "".join(f"<th {align(i)}>{h}</th>" for i, h in enumerate(header))
+    body = "".join(
+        f"<tr{style}>{''.join(f'<td {align(i)}>{text}</td>' for i, text in enumerate(cells))}</tr>"
+        for cells, style in rows
+    )
+    return (
+        '<table style="border-collapse:collapse;font-size:12px;margin:4px 0">'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
 def _ranks_html(rows: tuple[RankRow, ...]) -> str:
     """The current pass, a row per rank; the straggler's row in the warning color."""
     if not rows:
         return ""
-    cell = 'style="padding:1px 10px 1px 0;white-space:nowrap;text-align:{align}"'
-    head = "".join(
-        f"<th {cell.format(align='left' if i == 0 else 'right')}>{h}</th>" for i, h in enumerate(_RANK_HEADER)
-    )
-    body = []
+    shown = []
     for row in rows:
         values = [
             f"rank {row.rank}" + (" (straggler)" if row.straggler else ""),
@@ -356,27 +371,17 @@ def _ranks_html(rows: tuple[RankRow, ...]) -> str:
             format_seconds(row.wait_p99),
             "" if row.on_cpu is None else f"{row.on_cpu:.0%}",
         ]
-        cells = "".join(
-            f"<td {cell.format(align='left' if i == 0 else 'right')}>{html.escape(v)}</td>"
-            for i, v in enumerate(values)
-        )
         color = f' style="color:{COLORS["uneven"]}"' if row.straggler else ""
-        body.append(f"<tr{color}>{cells}</tr>")
-    return (
-        '<table style="border-collapse:collapse;font-size:12px;margin:4px 0">'
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-    )
+        shown.append(([html.escape(v) for v in values], color))
+    return _table_html(_RANK_HEADER, shown, left=1)
 
 
 def _epochs_html(rows: tuple[EpochRow, ...]) -> str:
-    """Per-epoch rows and the cumulative one as a small table (figures right-aligned, as numbers read)."""
+    """Per-epoch rows and the cumulative one as a small table."""
     if not rows:
         return ""
-    cell = 'style="padding:1px 10px 1px 0;white-space:nowrap;text-align:{align}"'
-    head = "".join(f"<th {cell.format(align='left' if i < 2 else 'right')}>{h}</th>" for i, h in enumerate(_HEADER))
-    body = []
+    shown = []
     for row in rows:
-        failed = row.state.startswith("failed")
         values = [
             row.label,
             row.state,
@@ -389,15 +394,9 @@ def _epochs_html(rows: tuple[EpochRow, ...]) -> str:
             "" if row.hit_rate is None else f"{row.hit_rate:.0%}",
             format_bytes(row.downloaded),
         ]
-        cells = []
-        for i, value in enumerate(values):
-            text = html.escape(value)
-            if i == 1 and failed:  # the whole error is in the status line above, and in the tooltip
-                text = f'<span style="color:{COLORS["failed"]}" title="{text}">failed</span>'
-            cells.append(f"<td {cell.format(align='left' if i < 2 else 'right')}>{text}</td>")
+        cells = [html.escape(value) for value in values]
+        if row.state.startswith("failed"):  # the whole error is in the status line above, and in the tooltip
+            cells[1] = f'<span style="color:{COLORS["failed"]}" title="{cells[1]}">failed</span>'
         weight = ' style="font-weight:bold;border-top:1px solid #ccc"' if row.label == CUMULATIVE else ""
-        body.append(f"<tr{weight}>{''.join(cells)}</tr>")
-    return (
-        '<table style="border-collapse:collapse;font-size:12px;margin:4px 0">'
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-    )
+        shown.append((cells, weight))
+    return _table_html(_HEADER, shown, left=2)
