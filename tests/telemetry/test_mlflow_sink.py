@@ -351,3 +351,21 @@ def test_exposed_wait_and_start_up_are_the_windows_own() -> None:
         (startup, pytest.approx(0.54), 3),
         (exposed, pytest.approx(0.08 / (0.08 + 0.04)), 5),  # no pass started in the second window
     ]
+
+
+def test_the_exposed_wait_is_logged_in_seconds_per_batch_and_split_by_stage() -> None:
+    """Per window: the steady-state wait per batch, and what each stage caused of it (they add up)."""
+    log = Recorder()
+    out = sink(log)
+    first = after(3, seconds=0.04)  # 2 batches past the first wait 0.04 each
+    loop = first.samples[(0, MAIN_WORKER)]
+    staged = dataclasses.replace(loop, first_waits=0.04, exposed=(0.06, 0.02, 0.0, 0.0, 0.0))
+    out.end_pass(Snapshot({**first.samples, loop.producer: staged}, first.time))
+    out.wait()
+    names = metric_names(0)
+    logged = {m.key: m.value for call in log.metrics for m in call}
+    assert logged[names["exposed_wait_seconds"]] == pytest.approx(0.04)
+    assert logged[names["exposed_fetch"]] == pytest.approx(0.03) and logged[names["exposed_decode"]] == pytest.approx(
+        0.01
+    )
+    assert names["exposed_fetch"] == "dataloader/exposed_seconds/fetch/rank_0"

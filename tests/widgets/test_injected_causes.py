@@ -1,8 +1,10 @@
 """The verdict and the advice on real loaders whose bottleneck is built on purpose: each cause is named,
 no other is, and where the advice names a change, that change applied lowers the exposed wait.
 
-Real DataLoader workers over a local volume; the causes are sleeps (a step, storage that answers
-slowly, workers slow to start) rather than CPU, so that they hold on a loaded 2-core machine.
+Real DataLoader workers over a local volume, a remote one on the S3 test server and a table; the causes
+are waits (a step, storage that answers slowly, a transform or a collate that takes its time, workers
+slow to start) rather than CPU, so that they hold on a loaded 2-core machine. The stage that holds the
+loop back is named from the stage times the batches carry.
 """
 
 from __future__ import annotations
@@ -11,19 +13,22 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from tests.data.conftest import write_files
-from uc_jupyter.data import DataLoader, UCVolumeDataset
+from uc_jupyter.catalog.embedded.local import LocalCatalog
+from uc_jupyter.data import DataLoader, UCTableDataset, UCVolumeDataset
 from uc_jupyter.telemetry.model import Snapshot
+from uc_jupyter.testing.s3_server import S3TestServer
 from uc_jupyter.widgets.advice import advise, verdict
 from uc_jupyter.widgets.passes import since
 
 Volume = Callable[..., tuple[str, Path]]
 
 
-def slow_storage(path: str) -> str:
-    """Each file takes 20 ms to arrive, off CPU, as from a store far away."""
+def slow_transform(path: str) -> str:
+    """Each file takes 20 ms to decode (off CPU: it holds on a loaded machine)."""
     time.sleep(0.02)
     return Path(path).name
 
@@ -56,33 +61,91 @@ def test_a_long_step_is_compute_bound_and_nothing_is_to_change(files: str) -> No
 
 
 def test_a_loop_without_a_step_is_told_its_wait_is_expected(files: str) -> None:
-    loader = DataLoader(UCVolumeDataset(files, transform=slow_storage), batch_size=4, num_workers=2, mlflow=False)
+    loader = DataLoader(UCVolumeDataset(files, transform=slow_transform), batch_size=4, num_workers=2, mlflow=False)
     stats = run(loader, step=0.0)
     judged = verdict(stats)
     assert judged.kind == "no-work" and not judged.input_bound, judged.text
     assert advise(stats, cpus=8) == ()
 
 
-def test_slow_storage_asks_for_more_reads_in_flight_and_more_of_them_lower_the_wait(files: str) -> None:
-    def loader(workers: int) -> DataLoader:
-        dataset = UCVolumeDataset(files, transform=slow_storage)
+def bound_stage(figures: Snapshot) -> str:
+    """The stage that caused most of the (only) rank's exposed wait."""
+    (loop,) = figures.loops().values()
+    stages = loop.exposed_by_stage()
+    return max(stages, key=lambda stage: stages[stage])
+
+
+def measured(make: Callable[[int], DataLoader], workers: int, step: float) -> Snapshot:
+    """A second pass's own figures (the first starts the persistent workers) of ``make(workers)``."""
+    loader = make(workers)
+    run(loader, step)
+    before = loader.stats()
+    return since(run(loader, step), before)
+
+
+def test_slow_storage_is_fetch_and_more_reads_in_flight_lower_the_wait(s3_volume: Volume, s3: S3TestServer) -> None:
+    path, folder = s3_volume()
+    write_files(folder, 32)
+    s3.configure(latency=0.03)  # every request waits 30 ms, as from a store far away
+
+    def make(workers: int) -> DataLoader:
+        # Never cached, one download at a time per worker: each epoch goes to storage.
+        dataset = UCVolumeDataset(path, cache="never", prefetch=1)
         return DataLoader(dataset, batch_size=4, num_workers=workers, persistent_workers=True, mlflow=False)
 
-    few = loader(1)
-    run(few, step=0.02)  # the first pass starts the workers
-    before = few.stats()
-    stats = run(few, step=0.02)
-    own = since(stats, before)
+    own = measured(make, 1, step=0.01)
     judged = verdict(own)
-    assert judged.kind == "input-bound", judged.text
-    (advice,) = advise(own, cpus=8)
-    assert advice.startswith("the workers wait for their data: on CPU "), advice
-    more = loader(4)  # the change it names: more reads in flight
-    run(more, step=0.02)
-    after = more.stats()
-    applied = since(run(more, step=0.02), after)
+    assert judged.kind == "input-bound" and "(fetch " in judged.text and bound_stage(own) == "fetch", judged.text
+    streamed, advice = advise(own, cpus=8)
+    assert "streamed through the cache, not kept (cache='never'" in streamed, streamed
+    assert advice.startswith("keep more reads in flight: fetch waits ") and "from 1 to 2 (exposed wait" in advice
+    assert "the dataset's prefetch=" in advice
+    expected = int(advice.split(" -> about ", 1)[1].split("%", 1)[0])
+    applied = measured(make, 2, step=0.01)  # the first change it names, and what it expected of it
     assert own.exposed_wait is not None and applied.exposed_wait is not None
-    assert applied.exposed_wait < own.exposed_wait * 0.7, (own.exposed_wait, applied.exposed_wait)
+    assert applied.exposed_wait < own.exposed_wait and abs(applied.exposed_wait * 100 - expected) < 15, advice
+
+    def deeper(workers: int) -> DataLoader:  # the other: more downloads in flight per worker
+        dataset = UCVolumeDataset(path, cache="never", prefetch=8)
+        return DataLoader(dataset, batch_size=4, num_workers=workers, persistent_workers=True, mlflow=False)
+
+    window = measured(deeper, 1, step=0.01)
+    assert window.exposed_wait is not None and window.exposed_wait < own.exposed_wait * 0.8
+
+
+def test_a_slow_transform_is_decode_and_the_workers_it_asks_for_lower_the_wait(files: str) -> None:
+    def make(workers: int) -> DataLoader:
+        dataset = UCVolumeDataset(files, transform=slow_transform)
+        return DataLoader(dataset, batch_size=4, num_workers=workers, persistent_workers=True, mlflow=False)
+
+    own = measured(make, 1, step=0.02)
+    judged = verdict(own)
+    assert judged.kind == "input-bound" and bound_stage(own) == "decode", judged.text
+    (advice,) = advise(own, cpus=8)  # the cache holds the data: nothing to say of it
+    assert advice.startswith("raise num_workers from 1 to 2: decode takes "), advice
+    expected = int(advice.split(" -> about ", 1)[1].split("%", 1)[0])
+    applied = measured(make, 2, step=0.02)
+    assert own.exposed_wait is not None and applied.exposed_wait is not None
+    assert applied.exposed_wait < own.exposed_wait * 0.8, (own.exposed_wait, applied.exposed_wait)
+    # The expected effect was computed from the stage times: the measured one lies near it.
+    assert abs(applied.exposed_wait * 100 - expected) < 25, (applied.exposed_wait, advice)
+
+
+def slow_collate(batch: dict[str, object]) -> dict[str, object]:
+    time.sleep(0.02)  # a collate_fn that costs 20 ms a batch, off CPU
+    return batch
+
+
+def test_a_slow_collate_on_a_table_is_named_and_no_file_advice_is_given(catalog: LocalCatalog) -> None:
+    catalog.create_table("main.ml.rows", pa.table({"x": list(range(256)), "y": [1.0] * 256}))
+    dataset = UCTableDataset("main.ml.rows", batch_size=16)
+    loader = DataLoader(dataset, batch_size=None, num_workers=1, collate_fn=slow_collate, mlflow=False)
+    own = measured(lambda workers: loader, 1, step=0.005)
+    judged = verdict(own)
+    assert judged.kind == "input-bound" and bound_stage(own) == "collate", judged.text
+    (advice,) = advise(own, cpus=8)
+    assert advice.startswith("collate takes ") and "a lighter collate_fn" in advice, advice
+    assert "file" not in advice and "cache" not in advice
 
 
 def test_workers_slow_to_start_are_start_up_and_persistent_workers_start_them_once(files: str) -> None:

@@ -5,7 +5,10 @@ Keys (per rank R): ``dataloader/fetch_seconds/rank_R`` and ``.../fetch_seconds_v
 plus ``dataloader/fetch_seconds_p95/rank_R``, ``dataloader/samples_per_second/rank_R``,
 ``dataloader/cache_hit_rate/rank_R``, ``dataloader/exposed_wait/rank_R`` (the share of the loop's
 steady-state time it waited for data: a pass's start-up left out) and
-``dataloader/startup_seconds/rank_R`` (iter() and the first batch, in a window where a pass starts).
+``dataloader/startup_seconds/rank_R`` (iter() and the first batch, in a window where a pass starts),
+``dataloader/exposed_wait_seconds/rank_R`` (the steady-state wait per batch) and, where the stages
+were timed, what each caused of it: ``dataloader/exposed_seconds/<stage>/rank_R`` for the stages
+``fetch``, ``decode``, ``collate``, ``transfer`` and ``other`` (per batch; they add up to the former).
 Each point is one *window*: the batches since the previous one (means, variances, p95 of that
 window), logged at a step that only grows (batches delivered so far); a window without a new batch
 logs nothing.
@@ -58,7 +61,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from uc_jupyter.notices import notice
-from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot, wait_share
+from uc_jupyter.telemetry.model import EXPOSED_STAGES, MAIN_WORKER, Histogram, Sample, Snapshot, wait_share
 
 __all__ = ["MlflowSink", "active_run_id", "metric_names", "quiet_mlflow_logging", "wait_all"]
 
@@ -68,7 +71,7 @@ _FAILED = "uc_jupyter.telemetry.mlflow_sink: failed"
 _QUIET = "WARNING"  # MLflow's INFO lines ("Created MLflow experiment", run links) are not for a notebook
 
 _WAIT_SECONDS = 30.0  # the most a wait for MLflow lasts before giving up on it
-_WINDOWS_PER_CALL = 100  # 9 metrics at most each: within log_batch's 1000 metrics per call
+_WINDOWS_PER_CALL = 60  # 15 metrics at most each: within log_batch's 1000 metrics per call
 
 
 def metric_names(rank: int) -> dict[str, str]:
@@ -83,6 +86,8 @@ def metric_names(rank: int) -> dict[str, str]:
         "cache_hit_rate": f"{prefix}/cache_hit_rate/rank_{rank}",
         "exposed_wait": f"{prefix}/exposed_wait/rank_{rank}",
         "startup_seconds": f"{prefix}/startup_seconds/rank_{rank}",
+        "exposed_wait_seconds": f"{prefix}/exposed_wait_seconds/rank_{rank}",
+        **{f"exposed_{stage}": f"{prefix}/exposed_seconds/{stage}/rank_{rank}" for stage in EXPOSED_STAGES},
     }
 
 
@@ -123,8 +128,9 @@ class _Window(NamedTuple):
 
 
 # The cumulative counters a window is measured against: fetch, between, samples, hits, misses, time.
-# fetch, between, samples, hits, misses, the snapshot's time, then the loop's setup and first waits so far
-_Totals = tuple[Histogram, Histogram, int, int, int, float, float, float]
+# fetch, between, samples, hits, misses, the snapshot's time, then the loop's setup and first waits so
+# far, and its exposed seconds per stage
+_Totals = tuple[Histogram, Histogram, int, int, int, float, float, float, tuple[float, ...]]
 
 
 class MlflowSink:
@@ -305,12 +311,15 @@ class MlflowSink:
         if found is None:
             return None
         loop, totals = found
-        fetch, between, samples, hits, misses, now, setup, first_waits = totals
+        fetch, between, samples, hits, misses, now, setup, first_waits, stages = totals
         if self._previous is not None:
-            old_fetch, old_between, old_samples, old_hits, old_misses, old_time, old_setup, old_first = self._previous
+            old_fetch, old_between, old_samples, old_hits, old_misses, old_time, old_setup, old_first, old_stages = (
+                self._previous
+            )
             window_fetch, window_between = fetch.minus(old_fetch), between.minus(old_between)
             window_samples, window_hits, window_misses = samples - old_samples, hits - old_hits, misses - old_misses
             elapsed, setup, first_waits = now - old_time, setup - old_setup, first_waits - old_first
+            stages = tuple(a - b for a, b in zip(stages, old_stages, strict=True))
         else:
             window_fetch, window_between, window_samples = fetch, between, samples
             window_hits, window_misses, elapsed = hits, misses, now - loop.started
@@ -332,6 +341,13 @@ class MlflowSink:
             values["exposed_wait"] = exposed
         if setup + first_waits > 0:
             values["startup_seconds"] = setup + first_waits
+        steady = window_between.count  # the window's batches past their pass's first
+        if steady:
+            values["exposed_wait_seconds"] = max(0.0, window_fetch.total - first_waits) / steady
+            if any(stages):  # the stages were timed (batches of a dataset of ours)
+                values.update(
+                    {f"exposed_{stage}": max(0.0, x) / steady for stage, x in zip(EXPOSED_STAGES, stages, strict=True)}
+                )
         return _Window(values, loop.batches, int(self._wall() * 1000), running is True)
 
     def _loop_totals(self, snapshot: Snapshot) -> tuple[Sample, _Totals] | None:
@@ -341,7 +357,8 @@ class MlflowSink:
         if loop is None:
             return None
         hits, misses = sum(s.hits for s in mine), sum(s.misses for s in mine)
-        return loop, (loop.fetch, loop.between, loop.samples, hits, misses, snapshot.time, loop.setup, loop.first_waits)
+        totals = (loop.fetch, loop.between, loop.samples, hits, misses, snapshot.time, loop.setup, loop.first_waits)
+        return loop, (*totals, loop.exposed)
 
     def _totals(self, snapshot: Snapshot) -> _Totals | None:
         found = self._loop_totals(snapshot)

@@ -22,12 +22,28 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-__all__ = ["BUCKET_BOUNDS", "MAIN_WORKER", "Histogram", "Sample", "Snapshot", "wait_share", "waits_most"]
+__all__ = [
+    "BUCKET_BOUNDS",
+    "EXPOSED_STAGES",
+    "MADE_STAGES",
+    "MAIN_WORKER",
+    "Histogram",
+    "Sample",
+    "Snapshot",
+    "wait_share",
+    "waits_most",
+]
 
 _PER_DECADE = 8
 # Upper bounds of the buckets, in seconds; one more bucket above the last bound catches the rest.
 BUCKET_BOUNDS: tuple[float, ...] = tuple(10 ** (-5 + i / _PER_DECADE) for i in range(8 * _PER_DECADE + 1))
 MAIN_WORKER = -1  # the ``worker`` of a sample from the training loop itself
+# The stages that make a batch, timed where they run (uc_jupyter.data.stream.stages), in the order of
+# ``Sample.made``; and where the loop's steady-state waits went, in the order of ``Sample.exposed``:
+# the making stages, the transfer from a worker to the loop (pinning included), and the rest (a
+# worker still busy with an earlier batch, or the loader's own work).
+MADE_STAGES = ("fetch", "decode", "collate")
+EXPOSED_STAGES = (*MADE_STAGES, "transfer", "other")
 
 
 def waits_most(waits: Mapping[int, float]) -> int:
@@ -162,6 +178,7 @@ class Sample:
     hits: int = 0
     misses: int = 0
     bytes_downloaded: int = 0
+    streamed: int = 0  # misses not kept in the cache (cache="never", or no room): streamed through it
     retries: int = 0
     shard_size: int = 0
     skipped: int = 0  # files of the shard left out because they do not match (not images, include/exclude)
@@ -175,6 +192,12 @@ class Sample:
     cache_evictions: int = 0  # files the shared cache has evicted since it was made (all its users)
     started: float = 0.0  # when this producer began, for rates
     cpu_seconds: float = 0.0  # a worker process's: CPU seconds it used since ``started`` (reading, decoding, collating)
+    # The loop's sample: seconds the batches it received took to make, per MADE_STAGES (summed over
+    # the processes that made them), the seconds pinning them took, and its steady-state waits split
+    # per EXPOSED_STAGES (they add up to the exposed wait's seconds).
+    made: tuple[float, ...] = (0.0,) * len(MADE_STAGES)
+    pinned: float = 0.0
+    exposed: tuple[float, ...] = (0.0,) * len(EXPOSED_STAGES)
 
     @property
     def producer(self) -> tuple[int, int]:
@@ -191,6 +214,19 @@ class Sample:
             (0.3333333333333333, 2.4)
         """
         return wait_share(max(0.0, self.fetch.total - self.first_waits), self.between.total)
+
+    def exposed_by_stage(self) -> dict[str, float]:
+        """The loop's sample: the share of its steady-state wait each stage caused (empty before any).
+
+        Example:
+            >>> loop = Sample(rank=0, worker=-1, seq=1, time=9.0, exposed=(1.5, 0.5, 0.0, 0.0, 0.0))
+            >>> loop.exposed_by_stage()
+            {'fetch': 0.75, 'decode': 0.25, 'collate': 0.0, 'transfer': 0.0, 'other': 0.0}
+        """
+        total = sum(self.exposed)
+        if total <= 0:
+            return {}
+        return {stage: seconds / total for stage, seconds in zip(EXPOSED_STAGES, self.exposed, strict=True)}
 
     @property
     def startup(self) -> float:

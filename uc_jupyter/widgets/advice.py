@@ -41,8 +41,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from uc_jupyter.telemetry.model import MAIN_WORKER, Sample, Snapshot, waits_most
-from uc_jupyter.widgets.units import format_bytes, format_seconds, three_digits
+from uc_jupyter.telemetry.model import EXPOSED_STAGES, MADE_STAGES, MAIN_WORKER, Sample, Snapshot, waits_most
+from uc_jupyter.widgets.units import format_bytes, format_seconds, shares_text, three_digits
 
 __all__ = [
     "INPUT_BOUND_SHARE",
@@ -116,7 +116,10 @@ def verdict(figures: Snapshot, *, scope: str = "") -> Verdict:
     ranked = rank if len(loops) > 1 else None
     if share > INPUT_BOUND_SHARE:
         over = f"over {INPUT_BOUND_SHARE:.0%}: data loading holds training back"
-        text = f"input-bound: {who} waited for data {share:.0%}{where} ({over}){others}"
+        stages = shares_text(loop.exposed_by_stage())  # where the wait went, when the stages are timed
+        text = (
+            f"input-bound: {who} waited for data {share:.0%}{where} ({f'{stages}; ' if stages else ''}{over}){others}"
+        )
         return Verdict(share, True, text, "input-bound", ranked)
     steady = _steady_seconds(loop)
     if loop.startup > steady:
@@ -254,6 +257,13 @@ def _cache_advice(figures: Snapshot, workers: Sequence[Sample]) -> str:
             f"cache budget {format_bytes(budget)} < data {format_bytes(data)}: each epoch re-downloads "
             f"{missed:.0%}; raise cache_max_bytes to {format_bytes(_round_up(data * 1.1))}"
         )
+    streamed = sum(w.streamed for w in workers)
+    if budget and streamed > 0.5 * misses:
+        return (
+            f"{missed:.0%} of files were downloaded and streamed through the cache, not kept (cache='never', or "
+            f"a cache full of other data): every epoch downloads {format_bytes(figures.bytes_downloaded)}; "
+            f"cache='auto' with room for {format_bytes(_round_up(data * 1.1))} reads the next epochs locally"
+        )
     if budget and missed > 0.5:
         return (
             f"cold cache: {missed:.0%} of files were downloaded in this pass; the budget "
@@ -274,9 +284,11 @@ def _worker_advice(
     depths = loop.worker_queue_depths
     count = len(depths)
     waited = f"the loop still waits {share:.0%} of the time"
+    stages = loop.exposed_by_stage()
     if count == 0:
         suggestion = min(_NO_WORKERS_SUGGESTION, cpus) if cpus else _NO_WORKERS_SUGGESTION
-        return f"raise num_workers to {suggestion}: data loads inside the training loop, between its steps"
+        effect = _effect(loop, 0, suggestion, share)
+        return f"raise num_workers to {suggestion}: data loads inside the training loop, between its steps{effect}"
     # Idle: asked for nothing (all idle is the pass's end, when nothing is asked any more), or no shard.
     idle = [w for w, depth in enumerate(depths) if depth == 0]
     if not idle or len(idle) == count:
@@ -287,6 +299,9 @@ def _worker_advice(
             f"{len(idle)} of {count} workers have nothing to do (worker {listed}): their shards are empty "
             "or ran out; use fewer workers, or split the data into more files"
         )
+    bound = max(stages, key=lambda stage: stages[stage]) if stages else None
+    if bound is not None and bound != "other":
+        return _stage_advice(loop, bound, stages, count, cpus, share, files=any(w.hits or w.misses for w in workers))
     if on_cpu is not None and on_cpu < WAITING_WORKERS:
         return (
             f"the workers wait for their data: on CPU {on_cpu:.0%} of the time, they spend the rest waiting for "
@@ -301,22 +316,108 @@ def _worker_advice(
             f"{format_seconds(fetch.quantile(0.99))}): fetch further ahead with a larger prefetch_factor, "
             "or the dataset's prefetch= for downloads"
         )
+    files = any(w.hits or w.misses for w in workers)  # a table's workers count rows, never hits
     if cpus is not None and count >= cpus:
-        files = any(w.hits or w.misses for w in workers)  # a table's workers count rows, never hits
-        cheaper = "smaller files, a lighter transform" if files else "fewer columns, a filter, a lighter transform"
-        return (
-            f"all {cpus} CPUs run a worker and {waited}: make each item cheaper to load ({cheaper}) "
-            "or use a machine with more CPUs"
-        )
-    # Throughput must grow by 1 / (1 - share); at most doubled in one step, the advice follows the result.
-    needed = min(math.ceil(count / (1.0 - share)), 2 * count)
-    suggestion = min(max(needed, count + 1), cpus) if cpus else max(needed, count + 1)
+        return _cheaper(cpus, waited, files)
+    suggestion = _more_workers(loop, count, cpus, share)
     rate = _rate(loop)
     busy = f"{count} busy worker{'' if count == 1 else 's'}" + (
         f" deliver{'s' if count == 1 else ''} {rate}" if rate else ""
     )
     busy += f" (on CPU {on_cpu:.0%} of the time)" if on_cpu is not None else ""
     return f"raise num_workers to {suggestion}: {busy} and {waited}"
+
+
+def _stage_advice(
+    loop: Sample, bound: str, stages: dict[str, float], count: int, cpus: int | None, share: float, *, files: bool
+) -> str:
+    """The change for the stage that caused most of the wait, with the seconds it measured and the
+    exposed wait more workers are expected to leave (:func:`_effect`)."""
+    made = dict(zip(MADE_STAGES, loop.made, strict=True))
+    batches = max(loop.batches, 1)
+    where = f"{shares_text(stages)} of the wait"
+    on = f"on {count} worker{'' if count == 1 else 's'}"
+    if bound == "transfer":
+        return (
+            f"moving batches from the workers to the loop is most of the wait ({where}): return tensors or NumPy "
+            "arrays from the transform (they travel through shared memory, Python objects are pickled), or "
+            "smaller batches"
+        )
+    per_batch = format_seconds(made.get(bound, 0.0) / batches)
+    if bound == "collate":
+        said = f"collate takes {per_batch} per batch {on} ({where})"
+        return f"{said}: a lighter collate_fn (stack tensors, not Python lists), or more workers"
+    suggestion = _more_workers(loop, count, cpus, share)
+    if suggestion <= count:  # every CPU runs a worker already: only cheaper items help
+        return _cheaper(count, f"{bound} takes {per_batch} per batch ({where})", files)
+    effect = _effect(loop, count, suggestion, share)
+    if bound == "fetch":
+        source = "storage or the cache" if files else "the table's rows"
+        return (
+            f"keep more reads in flight: fetch waits {per_batch} per batch for {source} {on} ({where}); raise "
+            f"num_workers from {count} to {suggestion}{effect}, or the dataset's prefetch= (more downloads per worker)"
+        )
+    return f"raise num_workers from {count} to {suggestion}: {bound} takes {per_batch} per batch {on} ({where}){effect}"
+
+
+def _cheaper(cpus: int, why: str, files: bool) -> str:
+    cheaper = "smaller files, a lighter transform" if files else "fewer columns, a filter, a lighter transform"
+    return (
+        f"all {cpus} CPUs run a worker and {why}: make each item cheaper to load ({cheaper}) "
+        "or use a machine with more CPUs"
+    )
+
+
+def _more_workers(loop: Sample, count: int, cpus: int | None, share: float) -> int:
+    """The workers to suggest: the fewest, at most twice as many (or 4 from none) and at most the CPUs,
+    expected to bring the wait under :data:`INPUT_BOUND_SHARE`; without stage times, as many as the
+    throughput needs (it must grow by ``1 / (1 - share)``)."""
+    most = 2 * count if count else _NO_WORKERS_SUGGESTION
+    if cpus:
+        most = min(most, cpus)
+    for then in range(count + 1, most + 1):
+        expected = _expected_wait(loop, count, then)
+        if expected is not None and expected <= INPUT_BOUND_SHARE:
+            return then
+    if _expected_wait(loop, count, most) is not None:
+        return max(most, count)
+    needed = min(math.ceil(count / (1.0 - share)), 2 * count)
+    return min(max(needed, count + 1), cpus) if cpus else max(needed, count + 1)
+
+
+def _expected_wait(loop: Sample, now: int, then: int) -> float | None:
+    """The exposed wait expected with ``then`` workers instead of ``now``, from the stage times: each
+    batch takes ``P`` seconds to make (its stages' seconds) and ``then`` workers make one every
+    ``P / then``; the loop's step ``S`` hides that much, the transfer stays. With workers already,
+    the measured wait shrinks by what the added workers save (``P / now - P / then``). None without
+    stage times.
+
+    Example:
+        >>> from uc_jupyter.telemetry.model import Histogram
+        >>> loop = Sample(rank=0, worker=-1, seq=1, time=2.0, batches=10, made=(0.0, 0.4, 0.0),
+        ...               between=Histogram.of([0.01] * 10), exposed=(0.0, 0.3, 0.0, 0.0, 0.0))
+        >>> round(_expected_wait(loop, 1, 2), 2), round(_expected_wait(loop, 1, 4), 2)  # 30 ms a batch -> 10, 0
+        (0.5, 0.0)
+    """
+    steps = loop.between.count
+    making = sum(loop.made)
+    if not steps or making <= 0 or then <= 0:
+        return None
+    per_batch, step = making / max(loop.batches, 1), loop.between.mean
+    transfer = loop.exposed[EXPOSED_STAGES.index("transfer")] / steps
+    if now == 0:
+        wait = max(0.0, per_batch / then - step)
+    else:
+        made_wait = sum(loop.exposed) / steps - transfer
+        wait = max(0.0, made_wait - (per_batch / now - per_batch / then))
+    wait += transfer
+    return wait / (wait + step) if wait + step > 0 else None
+
+
+def _effect(loop: Sample, now: int, then: int, share: float) -> str:
+    """'; exposed wait 45% -> about 8%' when the stage times say what ``then`` workers would leave."""
+    expected = _expected_wait(loop, now, then)
+    return f" (exposed wait {share:.0%} -> about {expected:.0%})" if expected is not None else ""
 
 
 def _round_up(count: float) -> int:

@@ -7,7 +7,9 @@ Example:
 
 from __future__ import annotations
 
-__all__ = ["format_bytes", "format_seconds", "three_digits"]
+from collections.abc import Mapping
+
+__all__ = ["format_bytes", "format_seconds", "shares_text", "three_digits"]
 
 
 def format_seconds(seconds: float) -> str:
@@ -48,3 +50,13 @@ def three_digits(value: float) -> str:
     if value >= 10:
         return f"{value:.1f}"
     return f"{value:.2f}"
+
+
+def shares_text(shares: Mapping[str, float]) -> str:
+    """Shares of a whole, in their order, those that round to 0% left out.
+
+    Example:
+        >>> shares_text({"fetch": 0.7, "decode": 0.25, "collate": 0.049, "other": 0.001})
+        'fetch 70%, decode 25%, collate 5%'
+    """
+    return ", ".join(f"{name} {share:.0%}" for name, share in shares.items() if share >= 0.005)

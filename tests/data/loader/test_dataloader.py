@@ -873,8 +873,8 @@ def test_workers_tell_decoding_apart_from_waiting_for_storage_by_their_cpu_time(
     decoding, waiting = shares["burn_cpu"], shares["wait_on_storage"]
     assert decoding is not None and waiting is not None
     assert decoding > 0.4 and waiting < 0.3 and decoding > 2 * waiting, shares
-    assert advice["burn_cpu"][0].startswith("raise num_workers to "), advice  # more CPUs decode more
-    assert advice["wait_on_storage"][0].startswith("the workers wait for their data: on CPU "), advice
+    # Both are the decode stage, which more workers overlap; the CPU share says which kind it is.
+    assert all(said[0].startswith("raise num_workers from 1 to 2: decode takes ") for said in advice.values()), advice
     no_workers = DataLoader(UCVolumeDataset(path), batch_size=4, num_workers=0, mlflow=False)
     list(no_workers)
     assert no_workers.stats().worker_cpu_share(0) is None  # the loop's own process read them

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import queue
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -111,10 +112,12 @@ def test_a_dataset_without_this_workers_stream_has_no_sample(dataset: object) ->
     assert dataset_sample(dataset, 1) is None
 
 
-def test_a_counted_batch_keeps_its_position_when_pinned() -> None:
-    batch = Counted({"path": ["a.png", "b.png"], "label": [0, 1]}, position=6)
+def test_a_counted_batch_keeps_what_it_carries_and_times_its_pinning() -> None:
+    batch = Counted({"path": ["a.png", "b.png"], "label": [0, 1]}, position=6, stages=(0.1, 0.2, 0.3), made=5.0)
     pinned = batch.pin_memory()
     assert pinned is not batch and (pinned.batch, pinned.position) == (batch.batch, 6)
+    assert (pinned.stages, pinned.made) == ((0.1, 0.2, 0.3), 5.0)
+    assert pinned.pinned > 0 and batch.pinned == 0
 
 
 def test_outside_a_worker_the_collate_nudges_the_publisher_and_returns_the_batch_as_is(no_publisher: None) -> None:
@@ -182,6 +185,8 @@ def test_in_a_worker_batches_carry_positions_and_the_pass_ends_in_the_final_slot
     got = list(loader)
     assert all(isinstance(batch, Counted) for batch in got)
     assert [(batch.batch.tolist(), batch.position) for batch in got] == [([0, 1], 2), ([2, 3], 4), ([4], 5)]
+    # Each batch carries its collate's seconds, made in the worker before the loop received it.
+    assert all(batch.stages[2] > 0 and 0 < batch.made <= time.monotonic() for batch in got)
     [final] = finals.read()
     assert (final.worker, final.files) == (0, 5)  # the whole pass, whatever the queue's feeder did
     sent = [telemetry.get(timeout=10)]

@@ -13,7 +13,7 @@ from uc_jupyter.telemetry.model import Sample
 
 COUNTERS = [f.name for f in dataclasses.fields(StreamCounters)]
 # What stays the dataset's own: the telemetry model has no field for it.
-NOT_IN_TELEMETRY = {"epoch", "streamed"}
+NOT_IN_TELEMETRY = {"epoch"}
 
 
 def test_the_frozen_stats_have_exactly_the_counters_fields_in_order() -> None:

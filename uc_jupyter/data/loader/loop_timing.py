@@ -3,11 +3,12 @@
 :meth:`LoopTiming.timed` is the pass the training loop iterates: around each ``next()`` of torch's
 iterator it records how long the loop waited (fetch time) and the time since the previous
 ``next()`` returned (compute time), counts the batch's samples, hands a :class:`BatchTiming` to the
-hooks, publishes the loop's counters (the ``(rank, MAIN_WORKER)`` telemetry sample) when they are
-due, and, once the loop asks for the next batch, tells the streams it moved past the last one
-(:mod:`uc_jupyter.data.stream.loop_progress`). This runs for every batch the loop receives, so it is
-kept to what a batch needs: the rest (a worker's position, the hooks' record, MLflow) only when
-there is one.
+hooks, adds what the batch's stages took and splits the wait among them (the stage times travel
+with the batch: :mod:`uc_jupyter.data.stream.stages`), publishes the loop's counters (the ``(rank,
+MAIN_WORKER)`` telemetry sample) when they are due, and, once the loop asks for the next batch,
+tells the streams it moved past the last one (:mod:`uc_jupyter.data.stream.loop_progress`). This
+runs for every batch the loop receives, so it is kept to what a batch needs: the rest (a worker's
+position, the hooks' record, MLflow) only when there is one.
 
 Example:
     >>> import torch
@@ -28,7 +29,7 @@ import torch
 from uc_jupyter.data.loader.torch_tasks import delivered_worker, tasks
 from uc_jupyter.data.loader.workers import Counted
 from uc_jupyter.data.volume.decode import DecodeError, from_worker
-from uc_jupyter.telemetry.model import BUCKET_BOUNDS, MAIN_WORKER, Histogram, Sample
+from uc_jupyter.telemetry.model import BUCKET_BOUNDS, EXPOSED_STAGES, MADE_STAGES, MAIN_WORKER, Histogram, Sample
 
 if TYPE_CHECKING:
     from uc_jupyter.data.stream.loop_progress import Progress
@@ -87,11 +88,14 @@ class LoopTiming:
         self.setup = 0.0  # seconds passes spent in iter(), and waited for their first batch: start-up
         self.first_waits = 0.0
         self.worker_starts = 0
+        self._made = [0.0] * len(MADE_STAGES)  # per MADE_STAGES: what the received batches took to make
+        self.pinned = 0.0
+        self._exposed = [0.0] * len(EXPOSED_STAGES)  # the steady-state waits, split per EXPOSED_STAGES
 
     def timed(self, inner: Iterator[Any], run: LoopPass) -> Iterator[Any]:
         """The pass ``inner`` (torch's iterator), timed and counted batch by batch (see the module docstring)."""
         clock, reporter, progress, items = self._clock, run.reporter, run.progress, run.items
-        workers, sink = run.workers, run.sink
+        workers, sink, local = run.workers, run.sink, run.progress.stages
         counted = workers or not run.position.asks
         worker: int | None = None
         first = True
@@ -114,14 +118,20 @@ class LoopTiming:
                     # A transform of one's own keeps that traceback as the cause; Pillow's is noise.
                     raise plain from (error if "direct cause" in str(error) else None)
                 got = clock()
-                if first:  # the pass's start-up ends with its first batch
-                    self.first_waits += got - asked
-                    first = False
                 after = None
+                waited = got - asked
                 if workers:
                     worker = delivered_worker(inner, before or {})
                     if isinstance(batch, Counted):
+                        self._staged(batch.stages, batch.pinned, waited, first, batch.made)
                         batch, after = batch.batch, batch.position
+                else:  # the stages ran in this process, inside next(): taken inline (StageTimes.take), per batch
+                    made = (local.fetch, local.decode, local.collate)
+                    local.fetch = local.decode = local.collate = 0.0
+                    self._staged(made, 0.0, waited, first)
+                if first:  # the pass's start-up ends with its first batch
+                    self.first_waits += waited
+                    first = False
                 size = items(batch)
                 if counted:
                     run.position.received(worker, size, after)
@@ -130,10 +140,10 @@ class LoopTiming:
                     sink.hand_over(run.stats())
                 hooks = self.hooks
                 if hooks:
-                    timing = BatchTiming(self.batches, run.epoch, got - asked, asked - returned, size, worker)
+                    timing = BatchTiming(self.batches, run.epoch, waited, asked - returned, size, worker)
                     for hook in hooks:
                         hook(timing)
-                self.add(got - asked, asked - returned, size)
+                self.add(waited, asked - returned, size)
                 if clock() >= reporter.next_due:  # the reporter's rate, checked here: it runs per batch
                     reporter.publish(run.sample())
                 returned = clock()
@@ -144,6 +154,32 @@ class LoopTiming:
                     progress.moved_past(worker or 0)
         finally:
             run.finish()
+
+    def _staged(
+        self, made: tuple[float, float, float], pinned: float, waited: float, first: bool, at: float = 0.0
+    ) -> None:
+        """Count what one batch's stages took (``made``: fetch, decode, collate; ``pinned``), and split
+        the loop's wait for it among them: the transfer is the part after the batch was made (``at``,
+        on the machine's monotonic clock; 0: made in this process), the rest is shared in proportion
+        to the stages' seconds, and what they do not cover is *other*. A pass's first batch is
+        start-up: its wait is not the steady state's, so it is not split."""
+        totals = self._made
+        fetch, decode, collate = made
+        totals[0] += fetch
+        totals[1] += decode
+        totals[2] += collate
+        self.pinned += pinned
+        if first:
+            return
+        transfer = min(waited, max(0.0, time.monotonic() - at)) if at else 0.0
+        making, stages = waited - transfer, fetch + decode + collate
+        scale = making / stages if stages > making else 1.0
+        exposed = self._exposed
+        exposed[0] += fetch * scale
+        exposed[1] += decode * scale
+        exposed[2] += collate * scale
+        exposed[3] += transfer
+        exposed[4] += max(0.0, making - stages)
 
     def add(self, fetch_seconds: float, compute_seconds: float, samples: int) -> None:
         """Count one batch of ``samples`` that the loop waited ``fetch_seconds`` for, ``compute_seconds``
@@ -176,6 +212,9 @@ class LoopTiming:
             first_waits=self.first_waits,
             worker_starts=self.worker_starts,
             persistent_workers=persistent,
+            made=tuple(self._made),
+            pinned=self.pinned,
+            exposed=tuple(self._exposed),
             queue_depth=sum(depths),
             worker_queue_depths=depths,
             started=started,

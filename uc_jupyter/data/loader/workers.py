@@ -4,7 +4,8 @@ A worker's init function installs two things before the user's own ``worker_init
 publisher of the worker's telemetry (cumulative dataset counters, over a queue the worker never
 blocks on) and the loop's progress as the consumer of the worker's copy of the dataset, so the
 dataset's streams keep each file they hand out until the loop has moved past its batch (see
-:mod:`uc_jupyter.data.stream.loop_progress`). The collate wrapper nudges the publisher after each batch.
+:mod:`uc_jupyter.data.stream.loop_progress`). The collate wrapper nudges the publisher after each
+batch and sends the batch with what its stages took (:mod:`uc_jupyter.data.stream.stages`).
 
 A pass's last counters do not take the queue: a queue's items reach the loop through a feeder
 thread, which on a loaded machine runs after the worker has already sent its last batch, so the loop
@@ -153,35 +154,59 @@ class _WorkerPublisher:
 
 
 class Counted:
-    """A batch on its way from a worker to the loop, with its stream's position after it (items
-    yielded so far: what the data position records once the loop has it, whatever the collate
-    made of them). torch pins the batch inside (it calls :meth:`pin_memory`)."""
+    """A batch on its way from a worker to the loop, with what the loop learns from it: its stream's
+    position after it (items yielded so far, what the data position records once the loop has it,
+    whatever the collate made of them; None for a dataset that keeps none), the seconds its stages
+    took in the worker (``(fetch, decode, collate)``, see :mod:`uc_jupyter.data.stream.stages`),
+    when it was made (``time.monotonic()``: one clock for every process of the machine) and, once
+    torch's pin thread has pinned it (it calls :meth:`pin_memory`), the seconds that took."""
 
-    __slots__ = ("batch", "position")
+    __slots__ = ("batch", "made", "pinned", "position", "stages")
 
-    def __init__(self, batch: Any, position: int) -> None:
-        self.batch, self.position = batch, position
+    def __init__(
+        self,
+        batch: Any,
+        position: int | None,
+        stages: tuple[float, float, float] = (0.0, 0.0, 0.0),
+        made: float = 0.0,
+        pinned: float = 0.0,
+    ) -> None:
+        self.batch, self.position, self.stages, self.made, self.pinned = batch, position, stages, made, pinned
 
     def pin_memory(self, device: Any = None) -> Counted:
         from torch.utils.data._utils.pin_memory import pin_memory
 
-        return Counted(pin_memory(self.batch, device), self.position)  # type: ignore[no-untyped-call]
+        began = time.monotonic()
+        pinned = pin_memory(self.batch, device)  # type: ignore[no-untyped-call]
+        return Counted(pinned, self.position, self.stages, self.made, time.monotonic() - began)
 
 
 class ReportingCollate:
-    """Collates as before, then nudges the worker's publisher (rate-limited, never blocking) and,
-    for a dataset that keeps a position, sends the batch :class:`Counted`."""
+    """Collates as before, timing it, then nudges the worker's publisher (rate-limited, never
+    blocking) and sends the batch :class:`Counted`: with its stages' seconds, taken from the worker's
+    :class:`~uc_jupyter.data.stream.stages.StageTimes`, and its stream's position.
+
+    Without workers it is not used: the loop takes the stages' seconds itself after each ``next()``,
+    where torch's collate is part of the wait the stages do not cover (*other*).
+    """
 
     def __init__(self, collate: Callable[[Any], Any]) -> None:
         self.collate = collate
 
     def __call__(self, items: Any) -> Any:
+        began = time.monotonic()
         batch = self.collate(items)
+        made = time.monotonic()
         producer.notify()
         info = torch.utils.data.get_worker_info()
-        position = getattr(info.dataset, "stream_position", None) if info is not None else None
+        if info is None:  # called outside a worker (not by the loader): nothing to send it with
+            return batch
+        # The worker's stages added to the StageTimes of the consumer bound to its dataset (WorkerInit).
+        stages = consumer.of(info.dataset).stages
+        stages.collate += made - began
+        position = getattr(info.dataset, "stream_position", None)
         at = position() if callable(position) else None
-        return batch if at is None else Counted(batch, at)
+        return Counted(batch, at, stages.take(), made)
 
 
 def dataset_sample(dataset: Any, worker: int) -> Sample | None:

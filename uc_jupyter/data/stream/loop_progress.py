@@ -17,6 +17,10 @@ is, once the training loop asks for the next batch or the pass ends.
   batches the stream cannot see), :data:`UNKNOWN` stands in: the consumer is done with a file once
   it asks for the next one.
 
+The consumer also holds the :class:`~uc_jupyter.data.stream.stages.StageTimes` the stream's stages
+add their seconds to (one per process: each worker's, or the training process's), so what a batch cost
+reaches the loop with the batch.
+
 A stream finds its consumer with :func:`of` when its pass starts: the loader binds it to the
 dataset it iterates (:func:`install`), in each worker once, and in the training process around each
 ``next()``, so a dataset iterated elsewhere in the same process never picks up another's progress.
@@ -40,6 +44,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, MutableSequence
 from typing import Any, Protocol
+
+from uc_jupyter.data.stream.stages import StageTimes
 
 __all__ = ["UNKNOWN", "Consumer", "Progress", "install", "of", "restore"]
 
@@ -68,6 +74,10 @@ class Consumer(Protocol):
     def streams(self) -> int:
         """How many streams feed the consumer at once (its DataLoader's workers; 1 when unknown)."""
 
+    @property
+    def stages(self) -> StageTimes:
+        """Where the stream's stages add the seconds they spent (taken per batch by the loader)."""
+
     def start(self) -> Callable[[], int]:
         """Called when a pass starts: a function giving the position of the first file of this pass
         the consumer may still use (files before it are done with). Never decreases."""
@@ -81,6 +91,7 @@ class _Unknown:
     batch_size = 0
     in_use = 0
     streams = 1
+    stages = StageTimes()  # added to, never taken: no loader of ours reads this stream's batches
 
     def start(self) -> Callable[[], int]:
         return lambda: _ALL_DONE
@@ -113,6 +124,9 @@ class Progress:
         held = (prefetch_factor or 0) * workers + 1 if workers else 2
         self.in_use = held * batch_size
         self.streams = max(workers, 1)
+        # This process's stage times: a worker's own copy (unpickled or forked with the rest), or the
+        # training process's when the streams run in it (num_workers=0).
+        self.stages = StageTimes()
         # Plain 64-bit integers without a lock: one writer (the loop); a reader that sees a count
         # a moment late only keeps a file a moment longer.
         self.counts: MutableSequence[int] = shared.RawArray("q", slots) if shared is not None else [0] * slots
@@ -131,7 +145,7 @@ class Progress:
 
     def consumer(self, worker: int) -> Consumer:
         """The view of worker ``worker``'s stream (0 without workers)."""
-        return _Batches(self.counts, 1 + worker, self.batch_size, self.in_use, self.streams)
+        return _Batches(self.counts, 1 + worker, self.batch_size, self.in_use, self.streams, self.stages)
 
 
 class _Batches:
@@ -139,9 +153,11 @@ class _Batches:
 
     exact = True
 
-    def __init__(self, counts: MutableSequence[int], slot: int, batch_size: int, in_use: int, streams: int) -> None:
+    def __init__(
+        self, counts: MutableSequence[int], slot: int, batch_size: int, in_use: int, streams: int, stages: StageTimes
+    ) -> None:
         self._counts, self._slot, self.batch_size = counts, slot, batch_size
-        self.in_use, self.streams = in_use, streams
+        self.in_use, self.streams, self.stages = in_use, streams, stages
 
     def start(self) -> Callable[[], int]:
         counts, slot, batch_size = self._counts, self._slot, self.batch_size

@@ -82,7 +82,7 @@ class StreamStats:
         """This stream's telemetry sample at ``time``, with the shared ``cache``'s fill (None: no cache).
 
         The one mapping from stream counters to telemetry: a counter the telemetry model has goes
-        across here, the others (``epoch``, ``streamed``) stay the dataset's own.
+        across here, the others (``epoch``) stay the dataset's own.
         """
         return Sample(
             rank=self.rank,
@@ -94,6 +94,7 @@ class StreamStats:
             hits=self.hits,
             misses=self.misses,
             bytes_downloaded=self.bytes_downloaded,
+            streamed=self.streamed,
             retries=self.retries,
             shard_size=self.shard_size,
             skipped=self.skipped,

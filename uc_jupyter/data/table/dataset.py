@@ -27,9 +27,11 @@ import torch
 
 from uc_jupyter import options as opt
 from uc_jupyter.catalog import Catalog, get_catalog
+from uc_jupyter.data.stream import loop_progress as consumer
 from uc_jupyter.data.stream.partition import OnUneven, StreamPositions
 from uc_jupyter.data.stream.partitioned import PartitionedDataset
 from uc_jupyter.data.stream.renewal import Renewal, renew
+from uc_jupyter.data.stream.stages import StageTimes
 from uc_jupyter.data.stream.stats import DatasetStats, StreamCounters
 from uc_jupyter.data.table.predicate import whole
 from uc_jupyter.errors import first_line
@@ -135,12 +137,27 @@ class UCTableDataset(PartitionedDataset):
         self, positions: npt.NDArray[np.int64] | StreamPositions, counters: StreamCounters, stream: str
     ) -> Iterator[Any]:
         assert isinstance(positions, np.ndarray), "a table's rows are all known when the pass starts"
+        # Looked up as the pass starts (the loader binds its consumer only then).
+        return self._batches(positions, counters, stream, consumer.of(self).stages)
+
+    def _batches(
+        self, positions: npt.NDArray[np.int64], counters: StreamCounters, stream: str, stages: StageTimes
+    ) -> Iterator[Any]:
+        """The stages: fetch (the snapshot's rows read, once per process; each batch's taken) and
+        decode (rows to tensors); their seconds reach the loader with each batch."""
+        clock = time.perf_counter
+        began = clock()
         table = self._snapshot_rows()
         for start in range(0, len(positions), self.batch_size):
             chunk = _rows_at(table, positions[start : start + self.batch_size])
+            fetched = clock()
             batch = _to_batch(chunk)
+            decoded = clock()
+            stages.fetch += fetched - began
+            stages.decode += decoded - fetched
             self._count(counters, stream, delivered=chunk.num_rows, files=chunk.num_rows, bytes=chunk.nbytes)
             yield batch
+            began = clock()
 
     def items_in(self, element: Any) -> int:
         """Rows in a yielded batch."""

@@ -351,7 +351,8 @@ class UCVolumeDataset(PartitionedDataset):
         count = functools.partial(self._count_file, counters, stream)
         if self.in_place:
             assert self._volume is not None, "only local volumes are read in place"
-            return read_in_place(self.listing.files, indices, self._volume, self._root, decoding, count)
+            stages = consumer.of(self).stages
+            return read_in_place(self.listing.files, indices, self._volume, self._root, decoding, count, stages)
         return self._read_cached(indices, counters, decoding, count)
 
     def stats(self) -> DatasetStats:

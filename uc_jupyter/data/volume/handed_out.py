@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import collections
 import sys
+import time
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,7 @@ class Held:
         self._cache, self._window = cache, window
         self._hold = hold
         self._exact = consumer.exact
+        self._stages = consumer.stages  # the fetch and decode stages' seconds go here
         self._first_in_use = consumer.start()
         # Positions are implicit: the files held are the last len(_files) of the _handed handed out,
         # since only the oldest are released (a consumer that says nothing needs no positions).
@@ -99,22 +101,33 @@ class Held:
         its path itself when ``deliver`` is None; ``count`` each; keep each pinned as the consumer
         needs (or release it at once without ``hold``). When the pass ends, however it ends,
         ``runs`` is closed and ``ended(lingering, completed)`` told what :meth:`finish` left pinned."""
-        cache = self._cache
+        cache, stages, clock = self._cache, self._stages, time.perf_counter
         add = self.add if self._hold else cache.release  # without hold, a file is done with once its item is made
         at = iter(positions) if deliver is not None else None
         ready: Sequence[CachedFile] = ()
         taken, completed = 0, False
         try:
-            for ready in runs:  # a run of pinned files, ready
-                taken = 0
+            while True:
+                asked = clock()  # the fetch stage's time: waiting for the next run (a hit's is a lookup)
+                run = next(runs, None)
+                stages.fetch += clock() - asked
+                if run is None:
+                    break
+                ready, taken = run, 0
                 for got in ready:
                     taken += 1
                     try:
-                        item = got.path if at is None else deliver(got.path, next(at))  # type: ignore[misc]
+                        if at is None:
+                            item = got.path
+                        else:
+                            began = clock()
+                            item = deliver(got.path, next(at))  # type: ignore[misc]
+                            stages.decode += clock() - began
                     finally:
                         add(got)
                     count(got.size, got.downloaded, got.resident)
                     yield item
+            ready = ()
             completed = True
         finally:
             try:

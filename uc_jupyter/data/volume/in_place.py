@@ -9,16 +9,19 @@ a path handed out is checked when it is handed out, and a consumer that opens it
 whatever is there then (``cache="always"`` rules that out).
 
 Example:
-    >>> items = read_in_place(listing.files, [0, 1], volume, root, Decoding(None, where, {}), count)  # doctest: +SKIP
-    >>> next(items)                                                                               # doctest: +SKIP
+    >>> decoding = Decoding(None, where, {})                                                # doctest: +SKIP
+    >>> items = read_in_place(listing.files, [0, 1], volume, root, decoding, count, stages) # doctest: +SKIP
+    >>> next(items)                                                                         # doctest: +SKIP
     '/data/volumes/images/a.png'
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from uc_jupyter.data.stream.stages import StageTimes
 from uc_jupyter.data.volume.decode import Decoding
 from uc_jupyter.data.volume.handed_out import Count
 from uc_jupyter.data.volume.listing import RemoteFile
@@ -35,19 +38,28 @@ def read_in_place(
     root: str,
     decoding: Decoding,
     count: Count,
+    stages: StageTimes,
 ) -> Iterator[Any]:
     """Yield the item of each of ``files`` at ``positions``, checked in ``volume`` (whose folder's
-    local path is ``root``) as it is yielded; ``count(size, downloaded, resident)`` each."""
+    local path is ``root``) as it is yielded; ``count(size, downloaded, resident)`` each, and the
+    seconds of the check (the fetch stage) and of the decode added to ``stages``."""
     check, open_checked = volume.check, volume.open
     through_descriptor = decoding.reads_files
+    clock = time.perf_counter
     for index in positions:
         remote = files[index]
+        began = clock()
         if through_descriptor:
             with open(open_checked(remote.relative, remote.size), "rb") as handle:
+                checked = clock()
                 item = decoding.read(handle, remote.relative)
         else:
             check(remote.relative, remote.size)
+            checked = clock()
             item = decoding(f"{root}/{remote.relative}", remote.relative)
+        decoded = clock()
+        stages.fetch += checked - began
+        stages.decode += decoded - checked
         count(remote.size, False, True)
         yield item
     producer.notify(final=True)
