@@ -21,9 +21,10 @@ from uc_jupyter.catalog.wire import read as wire_read
 from uc_jupyter.catalog.wire import shapes as wire
 from uc_jupyter.checkpoint import layout as checkpoint_layout
 from uc_jupyter.checkpoint import rng
+from uc_jupyter.data.loader import fit
 from uc_jupyter.data.stream import partition, position, renewal, resume
 from uc_jupyter.data.stream import partitioned as stream
-from uc_jupyter.data.volume import decode, pace
+from uc_jupyter.data.volume import decode, files_at_once, pace
 from uc_jupyter.data.volume import listing as remote
 from uc_jupyter.data.volume import window_files as wanted
 from uc_jupyter.distributed import accelerators, board, checks, outcome, payload, proctree, protocol, status
@@ -55,7 +56,7 @@ from uc_jupyter.widgets import charts, view
         *(wire, wire_errors, ucserver, ucserver_app, ucserver_auth, ucserver_routes_data, ucserver_serve),
         *(http, vended, wire_read, rest_names, ucserver_routes_extensions),
         pytest.param(served, marks=pytest.mark.servers),  # its example serves a home (uc-jupyter serve)
-        *(pace, remote, wanted, waits, clocks, scripts),
+        *(pace, remote, wanted, waits, clocks, scripts, fit, files_at_once),
         *(accelerators, status, ray_cluster, checks, outcome),
         *(resume, position, renewal, rng, checkpoint_layout, writes, s3_answers, export_manifest),
         *(keys, retry, stores, watch, downloads, catalog_model, volume_paths, cloud, storage_errors, nofollow, testing),

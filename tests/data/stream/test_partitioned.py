@@ -263,3 +263,33 @@ def test_an_unshuffled_pass_starts_on_items_still_arriving_and_sets_its_figures_
     order = epoch_order(7, shuffle=True, seed=0, epoch=0).tolist()
     assert list(shuffled) == (order + order[:1])[1::2]  # all 7 items' order: it never starts before they are in
     assert shuffled.started_arriving is False
+
+
+class Paged:
+    """Items arriving page by page: ``wait_for(count)`` lets in what is asked for, or all of them."""
+
+    def __init__(self, known: int, total: int) -> None:
+        self._known, self._total = known, total
+        self.done = known >= total
+
+    def known(self) -> int:
+        return self._known
+
+    def total(self) -> int | None:
+        return self._total if self.done else None
+
+    def wait_for(self, count: int) -> int:
+        self._known = min(self._total, max(self._known, count))
+        self.done = self._known >= self._total
+        return self._known
+
+
+def test_its_length_is_known_without_waiting_for_items_still_arriving() -> None:
+    """What a DataLoader compares its batch_size with: len() of a listing still arriving would wait
+    for its end, so length_known says None instead, or waits only as far as it is told."""
+    assert Numbers(7).length_known() == 7
+    listing = Listing(Paged(known=4, total=10), 10)
+    assert listing.length_known() is None  # no waiting: more may come
+    assert listing.arriving.known() == 4
+    assert listing.length_known(waiting_for=6) is None  # six are in, still arriving
+    assert listing.length_known(waiting_for=50) == 10  # the end came before fifty

@@ -51,6 +51,7 @@ from uc_jupyter.data.loader.defaults import (
     check_ranks_agree,
     worker_start_method,
 )
+from uc_jupyter.data.loader.fit import check_fit
 from uc_jupyter.data.loader.headroom import Headroom, measure_headroom
 from uc_jupyter.data.loader.loop_timing import BatchTiming, LoopPass, LoopTiming, batch_len
 from uc_jupyter.data.loader.torch_tasks import outstanding
@@ -137,6 +138,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         self._persistent: list[Any] = [None]
         weakref.finalize(self, _stop_persistent_workers, self._persistent).atexit = False
         self._plumb_workers()
+        self._check_fit()  # what is known now; a listing still arriving is judged as the first pass starts
 
     def _plumb_workers(self) -> None:
         """The workers' start method (when ours to choose) and what they share with the loop: the
@@ -157,6 +159,19 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
             self._finals = FinalSamples(context, self.num_workers)
             self.worker_init_fn = WorkerInit(init_fn, self._queue, self._progress, self._finals)
             self.collate_fn = ReportingCollate(collate_fn)
+
+    def _check_fit(self, *, waiting_for: int = 0) -> None:
+        """The batch size against what a pass holds, the cache budget against the files the loop
+        holds at once (:mod:`uc_jupyter.data.loader.fit`); ``waiting_for``: items of a listing still
+        arriving to wait for first."""
+        check_fit(
+            self.dataset,
+            self.sampler,
+            batch_size=self.batch_size,
+            workers=self.num_workers,
+            prefetch_factor=self.prefetch_factor,
+            waiting_for=waiting_for,
+        )
 
     def _forks_unsafely(self) -> bool:
         """Whether workers about to start would be forked from a process that has since used
@@ -181,6 +196,8 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
             set_epoch(epoch)
         if not self._checked_ranks:
             check_ranks_agree(self.dataset, self.num_workers, self.batch_size)
+            # Before torch's sampler makes its first batch of indices (batch_size of them, one by one).
+            self._check_fit(waiting_for=(self.batch_size or 0) * current_rank()[1])
             self._checked_ranks = True
         if self._log_to_mlflow:
             self._mlflow = MlflowSink.for_active_run(self._rank, self._mlflow, baseline=self.stats, clock=self._clock)

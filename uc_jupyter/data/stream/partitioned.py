@@ -125,6 +125,26 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
         grid = current_grid()
         return plan(self._item_count(), replace(grid, worker=0, num_workers=1), on_uneven=self.on_uneven).rank_count
 
+    def length_known(self, *, waiting_for: int = 0) -> int | None:
+        """``len(self)`` when it is known without waiting for the end of items still arriving (a
+        listing under way); for those, after waiting until ``waiting_for`` items have arrived or all
+        of them have, and None when more may still come then.
+
+        Example:
+            >>> class Three(PartitionedDataset):
+            ...     def __init__(self): super().__init__(shuffle=False, seed=0, on_uneven="pad")
+            ...     def _item_count(self): return 3
+            >>> Three().length_known()  # all known: no listing still arriving
+            3
+        """
+        arriving = self._arriving()
+        if arriving is not None:
+            if waiting_for > arriving.known():
+                arriving.wait_for(waiting_for)
+            if arriving.total() is None:
+                return None
+        return len(self)
+
     def __iter__(self) -> Iterator[Any]:
         _freeze_inherited()
         worker = grid = current_grid()

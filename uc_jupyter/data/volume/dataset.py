@@ -40,6 +40,7 @@ from uc_jupyter.data.stream.renewal import Renewal, RenewingDownloads, renew
 from uc_jupyter.data.stream.stats import DatasetStats, StreamCounters
 from uc_jupyter.data.volume.committed import is_export
 from uc_jupyter.data.volume.decode import Decoding, decodes_images, is_image_file
+from uc_jupyter.data.volume.files_at_once import check_files_at_once
 from uc_jupyter.data.volume.growing_listing import GrowingListing
 from uc_jupyter.data.volume.handed_out import Count, Held
 from uc_jupyter.data.volume.in_place import read_in_place
@@ -113,9 +114,13 @@ class UCVolumeDataset(PartitionedDataset):
     a stream that cannot fit the files of its batch still in use plus the next one raises
     :class:`~uc_jupyter.data.cache.CacheBudgetError` at once. With workers, the batches in flight
     and what an idle worker still pins count too: ``(2 * prefetch_factor * num_workers + 1) *
-    batch_size + num_workers`` files always sufficed in the tests; with much less than
-    ``(prefetch_factor * num_workers + 1) * batch_size`` the workers can wait on each other until
-    the cache gives up (``CacheBudgetError`` after its ``wait_seconds``).
+    batch_size + num_workers`` files always sufficed in the tests. A :class:`~uc_jupyter.data.DataLoader`
+    whose budget cannot hold a batch in each worker and the loop's (``batch_size * (num_workers +
+    1)`` files, ``batch_size`` without workers) is refused when it is made
+    (:meth:`check_files_at_once`); between that and ``(prefetch_factor * num_workers + 1) *
+    batch_size`` the workers can still wait on each other until the cache gives up
+    (``CacheBudgetError`` after its ``wait_seconds``). With a transform each file is let go once its
+    item is made, and files stream through one at a time whatever the budget.
 
     Local volumes: the dataset reads the regular files of the volume and never follows a symbolic
     link inside it. Listings skip symlinks (one warning says how many), a folder reached through
@@ -300,6 +305,26 @@ class UCVolumeDataset(PartitionedDataset):
         """Files of the folder left out: not matching ``include``/``exclude``, not images for
         :func:`~uc_jupyter.data.decode_image`, or beside the class folders of ``label_by``."""
         return self.listing.skipped
+
+    def check_files_at_once(self, need: tuple[int, str], most: tuple[int, str]) -> None:
+        """Refuse a loader that needs room for ``need`` of this dataset's paths at once, and may hold
+        up to ``most`` (each: the count, and how it comes about), when the cache budget cannot hold
+        the files it needs (:mod:`~uc_jupyter.data.volume.files_at_once`); a DataLoader asks as it is
+        made. Files read in place take no budget, and a transform lets go of each file once its item
+        is made.
+
+        Raises:
+            CacheBudgetError: one line with the numbers and what to change.
+
+        Example:
+            >>> ds.check_files_at_once((3, "batch_size 1 x (2 workers + 1)"), (5, "..."))  # doctest: +SKIP
+        """
+        if self.in_place or self.transform is not None:
+            return
+        listed_all = self._arriving() is None  # first: a listing that ends meanwhile is judged as arriving
+        sizes = [f.size for f in self._files()]  # those listed so far: never waits for a listing arriving
+        max_bytes = self._file_cache().max_bytes
+        check_files_at_once(max_bytes, sizes, need, most, listed_all=listed_all, where=self._path)
 
     def _keep_only(self, keep: Callable[[str], bool], what: str) -> None:
         """Narrow the listing to the files whose path below the folder ``keep`` accepts (the rest
