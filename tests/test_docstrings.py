@@ -33,6 +33,7 @@ from uc_jupyter.distributed.launch import ray_cluster
 from uc_jupyter.jupyter import args
 from uc_jupyter.storage import cloud, downloads, export_manifest, keys, locations, nofollow, retry, stores, writes
 from uc_jupyter.storage import errors as storage_errors
+from uc_jupyter.storage import staged as staged_files
 from uc_jupyter.storage import urls as storage
 from uc_jupyter.tables import spark_server, spark_watchdog
 from uc_jupyter.telemetry import collector, model, producer, reporter, uplink, watch
@@ -49,7 +50,7 @@ from uc_jupyter.widgets import charts, view
     "module",
     [
         *(names, privileges, storage, locations, reserved, secrets, entry_locks, _rows, delta_files),
-        *(local, metastore, pending, tokens),
+        *(local, metastore, pending, tokens, staged_files),
         *(partition, options, decode, stream, model, reporter, collector, producer, uplink, lazy),
         *(processes, errors, rank_errors, payload, protocol, board, proctree, args, charts, view),
         *(progress, spark_server, spark_watchdog, kernels, boards),

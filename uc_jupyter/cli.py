@@ -16,6 +16,7 @@ List columns:
     token list  id, principal, created, expires (or never), expired (or empty)
 
 ``serve`` prints the server's URL alone on a line and runs until SIGTERM or Ctrl-C (exit 0).
+``gc`` prints one line per leftover it removed (its path and bytes), then the totals.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ examples:
   uc-jupyter --as alice --json catalog list schemas main
   uc-jupyter token create alice --ttl 86400
   uc-jupyter serve --port 8080
+  uc-jupyter gc
 """
 
 _ERRORS = (CatalogError, ValueError, TypeError, OSError)
@@ -137,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
         add_arguments(leaf(token, name, help_text, run_token_command))
 
     ucserve.add_arguments(leaf(commands, "serve", ucserve.HELP, ucserve.run))
+    leaf(
+        commands, "gc", "remove what killed writes, exports and saves left: staged files, uncommitted table files", _gc
+    )
 
     init = leaf(demo, "init", "build the demo table, volume and principal (kept when complete)", _demo_init)
     init.add_argument("--force", action="store_true", help="rebuild even when the demo is complete")
@@ -200,6 +205,28 @@ def _spark(cat: Catalog, args: argparse.Namespace) -> Printed:
     if status is None:
         return ["no local Spark Connect server"], {"running": False}
     return status.lines(), status.document()
+
+
+def _gc(cat: Catalog, args: argparse.Namespace) -> Printed:
+    """What dead processes left: this machine's staged files (:mod:`uc_jupyter.storage.staged`), and in
+    the embedded catalog the files of killed table writes and unowned managed storage. An export's or a
+    checkpoint's leftovers in a volume are removed by the next export of that folder or save of that run."""
+    from uc_jupyter.catalog.embedded.local import LocalCatalog
+    from uc_jupyter.storage import staged
+    from uc_jupyter.storage.writes import staging_folder
+
+    removed: list[dict[str, Any]] = [{"path": path, "bytes": size} for path, size in staged.sweep(staging_folder())]
+    folders: list[str] = []
+    if isinstance(cat, LocalCatalog):
+        removed += [{"path": f"{key}: {name}", "bytes": size} for key, name, size in cat.remove_killed_writes()]
+        folders = cat.sweep()
+    total = sum(int(entry["bytes"]) for entry in removed)
+    lines = [f"removed {entry['path']} ({entry['bytes']} bytes)" for entry in removed]
+    lines += [f"removed unowned managed storage {location}" for location in folders]
+    lines.append(
+        f"removed {len(removed)} leftover(s), {total} bytes" + (f", {len(folders)} folder(s)" if folders else "")
+    )
+    return lines, {"removed": removed, "folders": folders, "bytes": total}
 
 
 def _demo_init(cat: Catalog, args: argparse.Namespace) -> Printed:

@@ -7,7 +7,7 @@ import os
 import socket
 from pathlib import Path
 
-__all__ = ["alive", "client_connections", "free_port", "listening", "usable_cpus"]
+__all__ = ["alive", "client_connections", "free_port", "listening", "stamp", "stamp_alive", "usable_cpus"]
 
 # States of a socket in /proc/net/tcp.
 _ESTABLISHED = "01"
@@ -33,6 +33,58 @@ def alive(pid: int) -> bool:
     with contextlib.suppress(OSError, IndexError), open(f"/proc/{pid}/stat", encoding="ascii") as stat:
         return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     return True
+
+
+def stamp(pid: int | None = None) -> str:
+    """Who process ``pid`` (default: this one) is, in a form that outlives it: ``<machine>/<pid>/<start>``.
+    ``<machine>`` is the kernel's boot id and the pid namespace (two containers on one kernel are two
+    machines: their pids are not each other's); ``<start>`` is the process's start time in clock ticks
+    since boot, so a pid used again by a later process is not taken for the one stamped. Written into
+    what a writer leaves while it runs (a checkpoint's ``_SAVING``, an export's prefix) so that a later
+    writer can tell a dead writer's leftovers from a live one's (:func:`stamp_alive`).
+
+    Example:
+        >>> stamp_alive(stamp())
+        True
+    """
+    pid = os.getpid() if pid is None else pid
+    return f"{_machine()}/{pid}/{_started(pid)}"
+
+
+def stamp_alive(given: str) -> bool | None:
+    """Whether the process :func:`stamp` stamped still runs: True or False on this machine, None when
+    the stamp is another machine's or not a stamp (nothing here can tell: the caller's rule for the
+    unknown applies, such as an age).
+
+    Example:
+        >>> stamp_alive(stamp(1)), stamp_alive("another-machine/1/1"), stamp_alive("no stamp")
+        (True, None, None)
+    """
+    machine, _, rest = given.rpartition("/")
+    machine, _, pid = machine.rpartition("/")
+    if not machine or machine != _machine() or not pid.isdigit() or not rest.isdigit():
+        return None
+    return alive(int(pid)) and _started(int(pid)) == int(rest)
+
+
+def _machine() -> str:
+    """This kernel's boot id and this process's pid namespace: the processes whose pids we can judge."""
+    boot = "unknown-boot"
+    with contextlib.suppress(OSError):
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    namespace = 0
+    with contextlib.suppress(OSError):
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    return f"{boot}:{namespace}"
+
+
+def _started(pid: int) -> int:
+    """Process ``pid``'s start time (clock ticks since boot; -1 when it is gone or cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 def free_port() -> int:

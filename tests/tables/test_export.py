@@ -5,6 +5,10 @@ object storage, and readers of export folders: tests/data/test_committed_exports
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,6 +28,7 @@ from uc_jupyter.storage.export_manifest import (
 from uc_jupyter.tables import export_table, load_hf_dataset
 from uc_jupyter.testing.catalogs import external_location
 from uc_jupyter.testing.s3_server import S3TestServer
+from uc_jupyter.testing.waits import wait_until
 
 
 def volume_folder(catalog: LocalCatalog, name: str) -> Path:
@@ -191,3 +196,31 @@ def test_a_manifest_is_read_only_as_an_export_writes_it(change: dict[str, object
         Manifest.parse(json.dumps(body).encode(), where="/Volumes/c/s/v/x")
     with pytest.raises(ManifestError, match="not JSON"):
         Manifest.parse(b"\xff{", where="/Volumes/c/s/v/x")
+
+
+_EXPORT = """
+import sys
+from uc_jupyter.tables import export_table
+export_table("main.ml.points", sys.argv[1])
+"""
+
+
+def test_the_next_export_removes_what_a_killed_export_left(
+    catalog: LocalCatalog, spark_remote: str, isolated_home: Path
+) -> None:
+    catalog.create_volume("main.ml.exports")
+    folder = volume_folder(catalog, "main.ml.exports") / "points"
+    export_table("main.ml.points", "/Volumes/main/ml/exports/points")
+    child = subprocess.Popen([sys.executable, "-c", _EXPORT, "/Volumes/main/ml/exports/points"])
+    try:  # killed once its upload has begun: its prefix names it, its staging folder is made
+        wait_until(lambda: len(list(folder.glob(".uc-export-*/_writer"))) == 2, "the killed export's prefix", 120)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    staging = isolated_home / "staging"
+    assert [p.name.startswith("export-") for p in staging.iterdir()] == [True]  # what kill -9 left
+    export_table("main.ml.points", "/Volumes/main/ml/exports/points")
+    committed_layout(folder)  # one prefix with files: the committed one
+    assert len(list(folder.glob(".uc-export-*"))) == 1  # the killed export's prefix is gone, not only emptied
+    assert os.listdir(staging) == []
+    assert rows_of(load_hf_dataset("/Volumes/main/ml/exports/points")) == EXPECTED

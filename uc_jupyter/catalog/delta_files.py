@@ -9,7 +9,10 @@ Example:
 
 from __future__ import annotations
 
+import json
+import re
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from uc_jupyter.catalog.model import CatalogError, ColumnInfo, NotFound, WriteMode
 from uc_jupyter.catalog.rules.names import SecurableName
@@ -19,7 +22,11 @@ from uc_jupyter.storage import urls as st
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["delta_columns", "delta_exists", "to_arrow", "write_delta"]
+__all__ = ["delta_columns", "delta_exists", "remove_unreferenced", "to_arrow", "write_delta"]
+
+# A data file a Delta writer makes (deltalake's part-*.parquet), or the part of one object_store was
+# still writing on a local disk when its writer died (``<name>.parquet#<n>``).
+_DATA_FILE = re.compile(r"[^/]+\.parquet(#\d+)?")
 
 
 def to_arrow(data: object) -> pa.Table:
@@ -92,3 +99,60 @@ def delta_columns(name: SecurableName, location: str, options: dict[str, Any]) -
 def _type_text(delta_type: Any) -> str:
     simple = getattr(delta_type, "type", None)
     return str(simple) if isinstance(simple, str) else str(delta_type)
+
+
+def remove_unreferenced(location: str, options: dict[str, Any], *, since: float) -> list[tuple[str, int]]:
+    """Remove the data files at ``location`` that no commit of its Delta log names (an added file, a
+    removed one that time travel still reads, a change-data file) and that were last modified at or
+    after ``since`` (epoch seconds): what a writer killed after ``since`` left. The caller knows that
+    no writer that may still commit is running (:mod:`uc_jupyter.catalog.embedded.killed_writes`).
+    Hidden paths (``_delta_log``, any ``_`` or ``.`` folder or file) are never touched, nor is
+    anything when the log cannot be read whole. Returns each removed key and its bytes.
+
+    Example:
+        >>> remove_unreferenced("file:///tmp/no-such-table", {}, since=0.0)
+        []
+    """
+    from uc_jupyter.storage.writes import open_writes
+
+    writes = open_writes(location, options)
+    listed = writes.listing()
+    named = _named_by_log(writes, [entry.key for entry in listed if entry.key.startswith("_delta_log/")])
+    if named is None:
+        return []
+    gone = [
+        (entry.key, entry.size)
+        for entry in listed
+        if entry.modified >= since
+        and entry.key not in named
+        and not any(part.startswith(("_", ".")) for part in entry.key.split("/"))
+        and _DATA_FILE.fullmatch(entry.key.rpartition("/")[2])
+    ]
+    writes.delete([key for key, _ in gone])
+    return gone
+
+
+def _named_by_log(writes: Any, log_keys: list[str]) -> set[str] | None:
+    """Every path a commit or checkpoint in the log names (relative, decoded); None when one cannot be read."""
+    import pyarrow.parquet as pq
+
+    named: set[str] = set()
+    try:
+        for key in log_keys:
+            name = key.rpartition("/")[2]
+            if re.fullmatch(r"\d{20}\.json", name):
+                for line in writes.read_bytes(key).splitlines():
+                    action = json.loads(line) if line.strip() else {}
+                    for kind in ("add", "remove", "cdc"):
+                        if isinstance(action.get(kind), dict) and isinstance(action[kind].get("path"), str):
+                            named.add(unquote(action[kind]["path"]))
+            elif name.endswith(".parquet"):  # a checkpoint (or a part or sidecar of one)
+                import io
+
+                table = pq.read_table(io.BytesIO(writes.read_bytes(key)))
+                for kind in ("add", "remove"):
+                    if kind in table.column_names:
+                        named.update(unquote(row["path"]) for row in table.column(kind).to_pylist() if row)
+    except Exception:  # a log we cannot read whole: nothing can be shown to be a leftover
+        return None
+    return named

@@ -5,15 +5,20 @@ written by the coordinator after ``.metadata``, which comes after every rank's d
 are the folders right inside a run folder (``/Volumes/c/s/v/run/step-100``); the newest one is the one
 whose marker says it was committed last.
 
-Pruning (``UCVolumeWriter(..., keep_last=N)``) runs only after the writer's own commit: it removes
-the committed siblings beyond the newest ``N`` (their marker first, so a reader never finds a marker
-whose files are going), and the leftovers of saves that never committed: only in folders that hold
-our writer's in-progress marker ``_SAVING`` and no commit marker, whose files are all older than the
-new checkpoint's save began (a save still running elsewhere is left alone). A folder torch's own
-writer filled, or whose marker does not parse, is never touched; nor is any folder when the
-checkpoint lies right inside the volume's root (``keep_last`` is refused there). Only a checkpoint's
-own files are removed (data files, ``.metadata``, the markers): anything else a user put in those
-folders stays. A clean-up that fails after the commit is one warning: the checkpoint is saved.
+Clean-up runs only after the writer's own commit. Every save removes the leftovers of sibling saves
+that were killed (``kill -9`` of their coordinator): folders that hold our writer's in-progress
+marker ``_SAVING`` and no commit marker, whose marker's stamp names a process of this machine that
+is gone (:func:`uc_jupyter.processes.stamp_alive`), and whose files are all older than the new
+checkpoint's save began. Pruning (``UCVolumeWriter(..., keep_last=N)``) also removes the committed
+siblings beyond the newest ``N`` (their marker first, so a reader never finds a marker whose files
+are going), and unfinished saves whose coordinator cannot be judged (another machine's, or a marker
+without a stamp) on the same age rule. A save whose coordinator lives is never touched, however
+old its files. A folder torch's own writer filled, or whose marker does not parse, is never
+touched; nor is any sibling when the checkpoint lies right inside the volume's root (``keep_last``
+is refused there). Only a checkpoint's own files are removed (data files, ``.metadata``, the
+markers, and on ``file://`` the temporaries of files a killed save was writing): anything else a
+user put in those folders stays. A clean-up that fails after the commit is one warning: the
+checkpoint is saved.
 
 Example:
     >>> latest("/Volumes/main/ml/runs/resnet")                                   # doctest: +SKIP
@@ -34,13 +39,15 @@ from uc_jupyter.checkpoint.layout import (
     METADATA,
     SAVING,
     Marker,
+    Saving,
     commit_marker,
     is_data_file,
     read_marker,
     read_saving,
 )
 from uc_jupyter.errors import UcJupyterWarning
-from uc_jupyter.storage.keys import Listed, is_addressable
+from uc_jupyter.processes import stamp_alive
+from uc_jupyter.storage.keys import TEMPORARY, Listed, is_addressable
 from uc_jupyter.version import __version__
 
 __all__ = ["check_keep_last", "commit", "committed", "latest", "resume_point"]
@@ -150,10 +157,11 @@ def _clean_up(
     """What :func:`commit` removes once the marker is written."""
     check_keep_last(folder, keep_last)
     parent = folder.parent_key
-    listed = folder.writes.listing(parent if keep_last is not None else folder.key)
+    siblings = bool(parent)  # right inside the volume's root, every folder of the volume would be one
+    listed = folder.writes.listing(parent if siblings else folder.key, temporaries=True)
     by_folder: dict[str, list[Listed]] = defaultdict(list)
     for entry in listed:
-        child = folder.key if keep_last is None else _child_folder(parent, entry.key)
+        child = _child_folder(parent, entry.key) if siblings else folder.key
         if (
             child is not None
             and entry.key.count("/") == child.count("/") + 1
@@ -161,26 +169,33 @@ def _clean_up(
             and is_addressable(entry.key)  # a name the storage cannot be asked about (a backslash): not ours
         ):
             by_folder[child].append(entry)
-    stale = [e.key for e in by_folder.pop(folder.key, []) if _name(e.key) not in files and _name(e.key) != MARKER]
+    own = by_folder.pop(folder.key, [])
+    stale = [
+        e.key
+        for e in own
+        if _name(e.key) not in files
+        and _name(e.key) != MARKER
+        and (not _name(e.key).startswith(TEMPORARY) or e.modified < save_began)  # not a write of this save
+    ]
     doomed: list[str] = []
-    leftovers: list[str] = []
+    markers: dict[str, Marker] = {}
     if keep_last is not None:
         markers = _markers(folder, parent, [e for entries in by_folder.values() for e in entries])
         markers[folder.key] = Marker(committed_at, __version__, dict(files))
         newest_first = sorted(markers, key=lambda key: (markers[key].committed_at, key), reverse=True)
         doomed = [key for key in newest_first[keep_last:] if key != folder.key]
-        # An unfinished save's leftovers: only in a folder our own writer marked in progress (its marker
-        # parses), with no commit marker at all (one that does not parse is someone else's: left alone),
-        # and last written before this save began (a save still running elsewhere is left alone).
-        unfinished = [
-            key
-            for key, entries in by_folder.items()
-            if key not in markers
-            and not any(_name(e.key) == MARKER for e in entries)
-            and any(_name(e.key) == SAVING for e in entries)
-            and all(e.modified < save_began for e in entries)
-        ]
-        leftovers = [key for key in unfinished if _in_progress(folder, key)]
+    # An unfinished save's leftovers: only in a folder our own writer marked in progress (its marker
+    # parses), with no commit marker at all (one that does not parse is someone else's: left alone),
+    # and last written before this save began; then by who wrote it (see the module's docstring).
+    unfinished = [
+        key
+        for key, entries in by_folder.items()
+        if key not in markers
+        and not any(_name(e.key) == MARKER for e in entries)
+        and any(_name(e.key) == SAVING for e in entries)
+        and all(e.modified < save_began for e in entries)
+    ]
+    leftovers = [key for key in unfinished if _given_up(_in_progress(folder, key), judge_unknown=keep_last is not None)]
     folder.writes.delete([f"{key}/{MARKER}" for key in doomed])  # first: no reader takes them for checkpoints now
     going = [e.key for key in doomed + leftovers for e in by_folder[key] if _name(e.key) not in (MARKER, SAVING)]
     folder.writes.delete(stale + going)
@@ -189,13 +204,21 @@ def _clean_up(
     return [folder.path_of(key) for key in sorted(doomed + leftovers)]
 
 
-def _in_progress(folder: CheckpointFolder, key: str) -> bool:
-    """Whether the folder ``key`` holds our writer's in-progress marker (absent or not ours: False)."""
+def _in_progress(folder: CheckpointFolder, key: str) -> Saving | None:
+    """The in-progress marker of our writer in the folder ``key`` (absent or not ours: None)."""
     try:
-        read_saving(folder.writes.read_bytes(f"{key}/{SAVING}"), folder.path_of(key))
+        return read_saving(folder.writes.read_bytes(f"{key}/{SAVING}"), folder.path_of(key))
     except (FileNotFoundError, ValueError):
+        return None
+
+
+def _given_up(saving: Saving | None, *, judge_unknown: bool) -> bool:
+    """Whether the unfinished save that left ``saving`` will never finish: its coordinator is known to
+    be gone, or (``judge_unknown``: keep_last's pruning) it cannot be judged from here; never while it lives."""
+    if saving is None:
         return False
-    return True
+    alive = stamp_alive(saving.writer)
+    return alive is False or (alive is None and judge_unknown)
 
 
 def _markers(folder: CheckpointFolder, parent: str, listed: list[Listed]) -> dict[str, Marker]:
@@ -236,5 +259,7 @@ def _name(key: str) -> str:
 
 
 def _ours(name: str) -> bool:
-    """Whether a file of that name is one a checkpoint consists of."""
+    """Whether a file of that name is one a checkpoint consists of (or the temporary of one being written)."""
+    if name.startswith(TEMPORARY):  # .uc-writing-<32 hex>-<name>
+        name = name[len(TEMPORARY) + 33 :]
     return name in (MARKER, METADATA, SAVING) or is_data_file(name)

@@ -22,8 +22,8 @@ Example:
     >>> marker = commit_marker({"__0_0.distcp": 10, ".metadata": 3}, committed_at=1700000000.5, version="1.0")
     >>> read_marker(marker, "/Volumes/main/ml/runs/a/step-1").committed_at
     1700000000.5
-    >>> read_saving(saving_marker("3f2a", began=1700000000.0), "/Volumes/main/ml/runs/a/step-1")
-    '3f2a'
+    >>> read_saving(saving_marker("3f2a", began=1700000000.0, writer="b00t:1/42/7"), "/Volumes/main/ml/runs/a/step-1")
+    Saving(save_id='3f2a', writer='b00t:1/42/7')
     >>> is_data_file("__12_3.distcp"), is_data_file("notes.txt")
     (True, False)
 """
@@ -42,6 +42,7 @@ __all__ = [
     "METADATA",
     "SAVING",
     "Marker",
+    "Saving",
     "StoredAt",
     "commit_marker",
     "data_file",
@@ -112,19 +113,30 @@ def read_marker(content: bytes, where: str) -> Marker:
         ) from None
 
 
-def saving_marker(save_id: str, *, began: float) -> bytes:
-    """The in-progress marker's content: which save (its id) began writing the folder, and when."""
-    return json.dumps({"format": _SAVING_FORMAT, "save_id": save_id, "began": began}).encode()
+@dataclass(frozen=True)
+class Saving:
+    """An in-progress marker: which save began writing the folder, and the stamp of its coordinator's
+    process (:func:`uc_jupyter.processes.stamp`; "" in a marker written before stamps were)."""
+
+    save_id: str
+    writer: str = ""
 
 
-def read_saving(content: bytes, where: str) -> str:
-    """The save id in the in-progress marker of the folder ``where`` (ValueError in one line when it is not one)."""
+def saving_marker(save_id: str, *, began: float, writer: str = "") -> bytes:
+    """The in-progress marker's content: which save (its id) began writing the folder, when, and by
+    which process (``writer``, its stamp: a later save removes the folder's files once it is gone)."""
+    return json.dumps({"format": _SAVING_FORMAT, "save_id": save_id, "began": began, "writer": writer}).encode()
+
+
+def read_saving(content: bytes, where: str) -> Saving:
+    """The in-progress marker of the folder ``where`` (ValueError in one line when it is not one)."""
     try:
         body = json.loads(content)
         if body["format"] != _SAVING_FORMAT or not isinstance(body["save_id"], str):
             raise ValueError(body["format"])
-        return body["save_id"]
-    except (ValueError, KeyError, TypeError):
+        writer = body.get("writer", "")
+        return Saving(body["save_id"], writer if isinstance(writer, str) else "")
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise ValueError(
             f"{where}/{SAVING} is not a checkpoint's in-progress marker; leaving the folder alone"
         ) from None

@@ -8,7 +8,8 @@ symlink); on object storage it is staged on local disk (``UC_JUPYTER_CACHE_DIR``
 ``staging`` folder) and uploaded, a large one in parts at once, while the other threads write the
 next files. The coordinator then writes ``.metadata`` and, last, the commit marker ``_COMMITTED``
 (:mod:`uc_jupyter.checkpoint.commit`): a save that stops anywhere before leaves a folder no reader
-takes for a checkpoint. A committed checkpoint is immutable: saving into it again is refused.
+takes for a checkpoint. What a killed save leaves (its folder's files, its staged files) is removed
+by a later save once its process is gone. A committed checkpoint is immutable: saving into it again is refused.
 
 ``dcp.async_save(..., storage_writer=UCVolumeWriter(path))`` works: torch copies the state dict to
 CPU memory in the caller (the only time the training loop waits), then runs the whole save, the
@@ -44,6 +45,10 @@ from uc_jupyter.catalog import Catalog
 from uc_jupyter.checkpoint.commit import check_keep_last, commit
 from uc_jupyter.checkpoint.folder import CheckpointFolder, open_folder
 from uc_jupyter.checkpoint.layout import MARKER, METADATA, SAVING, StoredAt, data_file, saving_marker
+from uc_jupyter.processes import stamp
+from uc_jupyter.storage import staged
+from uc_jupyter.storage import urls as st
+from uc_jupyter.storage.writes import staging_folder
 
 __all__ = ["UCVolumeWriter"]
 
@@ -98,6 +103,8 @@ class UCVolumeWriter(StorageWriter):
         self._save_id = uuid.uuid4().hex
         self._began = time.time()
         self.is_coordinator = False
+        if not st.is_local(self._folder.writes.url):  # files bound for object storage are staged here
+            staged.sweep(staging_folder())  # what killed saves and exports left on this node's disk
 
     @property
     def path(self) -> str:
@@ -119,7 +126,9 @@ class UCVolumeWriter(StorageWriter):
             self._refuse_committed()
         self._checked = False
         if is_coordinator:  # before any rank writes a data file (the ranks' plans come after this step)
-            self._folder.writes.put_bytes(self._folder.file(SAVING), saving_marker(self._save_id, began=self._began))
+            # Stamped with this process: a later save removes the folder's files once it is gone.
+            marker = saving_marker(self._save_id, began=self._began, writer=stamp())
+            self._folder.writes.put_bytes(self._folder.file(SAVING), marker)
 
     def _refuse_committed(self) -> None:
         """FileExistsError when the folder holds a committed checkpoint. Every rank makes its writer and

@@ -5,9 +5,11 @@ export under a hidden prefix of its own, ``.uc-export-<id>/``. The manifest is w
 one PUT, so readers see either the previous export whole or the new one whole; files under a
 prefix that no manifest names (an upload in progress, or one killed) are never read.
 
-An export id starts with the UTC time it began (``20261202T030500Z-1a2b3c4d``), so a later export
-can tell a leftover of a killed export from the upload of one still running beside it: a prefix
-younger than :data:`STALE_AFTER_S` is left alone. Names in a manifest are single file names
+An export id starts with the UTC time it began (``20261202T030500Z-1a2b3c4d``), and an export's
+first write is ``<prefix>/_writer``, the stamp of its process (:func:`uc_jupyter.processes.stamp`),
+so a later export can tell a leftover of a killed export from the upload of one still running beside
+it: a prefix whose writer is known dead goes, and one whose writer cannot be judged (another machine)
+goes once it is :data:`STALE_AFTER_S` old. Names in a manifest are single file names
 (no ``/``, no ``..``), so an edited manifest cannot name a file outside its own prefix.
 
 Example:
@@ -23,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TypeGuard
 
@@ -32,6 +34,7 @@ __all__ = [
     "MANIFEST",
     "PREFIX",
     "STALE_AFTER_S",
+    "WRITER",
     "ExportFile",
     "Manifest",
     "ManifestError",
@@ -42,6 +45,7 @@ __all__ = [
 MANIFEST = "_uc_export.json"  # the committed manifest, at the top of the export folder
 PREFIX = ".uc-export-"  # an export's files lie under <folder>/.uc-export-<id>/
 FORMAT = "uc-jupyter-export/1"
+WRITER = "_writer"  # <prefix>/_writer: the stamp of the process uploading it (never a manifest's file name)
 # A prefix no manifest names is a leftover once its export began this long ago; younger ones may be
 # the upload of an export still running beside this one (exports take no lock: catalogs behind a
 # server, and exports from several machines, share none).
@@ -163,14 +167,16 @@ def leftovers(
     replaced: Manifest | None,
     now: float,
     stale_after: float = STALE_AFTER_S,
+    dead: Collection[str] = (),
 ) -> list[str]:
     """The keys of an export folder (``keys``: all of them) to delete once ``committed`` is its manifest.
 
     Kept: the manifest, ``committed``'s files, the prefixes of exports younger than ``stale_after``
-    seconds at ``now`` (they may still be uploading) and other hidden entries. Deleted: the files
-    of the export ``committed`` replaced (``replaced``: the manifest read before this export
-    began), older prefixes, and every file that is not hidden (the Parquet and marker files of an
-    export made before manifests: an overwrite replaces the whole folder, as it always has).
+    seconds at ``now`` (they may still be uploading) unless ``dead`` names them (prefixes whose
+    writer is known to have died), and other hidden entries. Deleted: the files of the export
+    ``committed`` replaced (``replaced``: the manifest read before this export began), older and
+    dead prefixes, and every file that is not hidden (the Parquet and marker files of an export
+    made before manifests: an overwrite replaces the whole folder, as it always has).
 
     Example:
         >>> new = Manifest("20261202T040000Z-00000002", "t", 1, (ExportFile("p.parquet", 1, 1),))
@@ -178,12 +184,19 @@ def leftovers(
         >>> keys = [*new.file_keys(), *old.file_keys(), "_uc_export.json", "part-0.parquet", "_SUCCESS"]
         >>> leftovers(keys, committed=new, replaced=old, now=1796184000.0)
         ['.uc-export-20261202T030000Z-00000001/p.parquet', 'part-0.parquet', '_SUCCESS']
+        >>> killed = ".uc-export-20261202T035900Z-00000003"  # began a minute before: young, but its writer died
+        >>> leftovers([f"{killed}/_writer", f"{killed}/p.parquet"], committed=new, replaced=None, now=1796184000.0,
+        ...           dead={killed})
+        ['.uc-export-20261202T035900Z-00000003/_writer', '.uc-export-20261202T035900Z-00000003/p.parquet']
     """
     kept = set(committed.file_keys())
     gone: list[str] = []
     for key in keys:
         top = key.split("/", 1)[0]
         if key == MANIFEST or key in kept:
+            continue
+        if top in dead and top.startswith(PREFIX) and top != committed.prefix and "/" in key:
+            gone.append(key)
             continue
         if top.startswith(".") and (replaced is None or top != replaced.prefix):
             started = _started(top[len(PREFIX) :]) if top.startswith(PREFIX) and "/" in key else None

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["Listed", "checked_key", "checked_prefix", "is_addressable"]
+__all__ = ["TEMPORARY", "Listed", "checked_key", "checked_prefix", "is_addressable"]
+
+# The prefix of a file written beside its place and not yet renamed into it (file:// folders:
+# ``.uc-writing-<32 hex>-<name>``). Listings leave such files out unless asked for them: a writer
+# killed before its rename leaves one, and the next save of its folder removes it.
+TEMPORARY = ".uc-writing-"
 
 
 class Listed(NamedTuple):

@@ -8,8 +8,9 @@ folders are made on the way (``mkdirat``). A file is written to a hidden tempora
 (``O_EXCL``: never an existing file or link) and renamed over its key within that folder's descriptor:
 visible whole or not at all, and on disk (``fsync``, the file and then its folder) before the call
 returns, so a file written after it (a checkpoint's marker) never survives a crash without it.
-Listings skip symlinks and the temporaries; deletes unlink names in their folder (a symlink named by
-a key is removed itself, never its target) and remove the folders they empty.
+Listings skip symlinks and (unless asked for them) the temporaries; deletes unlink names in their
+folder (a symlink named by a key is removed itself, never its target) and remove the folders they
+empty.
 
 Example:
     >>> writes = LocalWrites.below("/data/vol", "/data/vol/run", where="/Volumes/main/ml/vol/run")  # doctest: +SKIP
@@ -28,14 +29,14 @@ from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 from uc_jupyter.errors import EscapesVolume
-from uc_jupyter.storage.keys import Listed, checked_key, checked_prefix
+from uc_jupyter.storage.keys import TEMPORARY, Listed, checked_key, checked_prefix
 from uc_jupyter.storage.locations import local_path_below
 from uc_jupyter.storage.nofollow import LISTABLE, READ, descend
 
 __all__ = ["LocalWrites"]
 
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_TEMPORARY = ".uc-writing-"  # prefix of files not yet renamed into place
+_TEMPORARY = TEMPORARY  # prefix of files not yet renamed into place
 
 
 class LocalWrites:
@@ -156,7 +157,7 @@ class LocalWrites:
     def list(self, prefix: str = "") -> builtins.list[str]:
         return [key for key, _, _ in self.listing(prefix)]
 
-    def listing(self, prefix: str = "") -> builtins.list[Listed]:
+    def listing(self, prefix: str = "", *, temporaries: bool = False) -> builtins.list[Listed]:
         start = checked_prefix(prefix)
         folders = start.split("/") if start else []
         try:
@@ -174,7 +175,7 @@ class LocalWrites:
             try:
                 with os.scandir(fd) as entries:
                     for entry in entries:
-                        if entry.is_symlink() or entry.name.startswith(_TEMPORARY):
+                        if entry.is_symlink() or (entry.name.startswith(_TEMPORARY) and not temporaries):
                             continue
                         if entry.is_dir(follow_symlinks=False):
                             with contextlib.suppress(FileNotFoundError, NotADirectoryError, OSError):

@@ -40,7 +40,6 @@ import contextlib
 import gc
 import os
 import pickle
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol, cast
@@ -94,13 +93,17 @@ class VolumeWrites(Protocol):
     def list(self, prefix: str = "") -> list[str]:
         """The keys of every file below the folder ``prefix`` ("": the whole folder), sorted."""
 
-    def listing(self, prefix: str = "") -> builtins.list[Listed]:
-        """:meth:`list` with each file's size and when it was last modified (seconds since the epoch)."""
+    def listing(self, prefix: str = "", *, temporaries: bool = False) -> builtins.list[Listed]:
+        """:meth:`list` with each file's size and when it was last modified (seconds since the epoch);
+        ``temporaries``: with the files still being written beside their place (or left so by a killed
+        writer; :data:`~uc_jupyter.storage.keys.TEMPORARY`; only file:// folders have them)."""
 
 
 def staging_folder() -> str:
     """Where files bound for object storage wait on local disk: ``staging`` in ``UC_JUPYTER_CACHE_DIR``
-    (each node's own local disk) when it is set, else in the home (``UC_JUPYTER_HOME``); made if needed."""
+    (each node's own local disk) when it is set, else in the home (``UC_JUPYTER_HOME``); made if needed.
+    What is staged there is held by its process (:mod:`uc_jupyter.storage.staged`), and a dead one's
+    is removed by the next export, save, or ``uc-jupyter gc``."""
     from uc_jupyter.config import settings
 
     given = settings()
@@ -174,15 +177,14 @@ class ObjectWrites:
 
     @contextlib.contextmanager
     def new_file(self, key: str) -> Iterator[BinaryIO]:
+        from uc_jupyter.storage.staged import staged_file
+
         checked_key(key)
-        staged = tempfile.NamedTemporaryFile(dir=staging_folder(), prefix="put-", delete=False)  # noqa: SIM115
-        try:
-            with staged:
-                yield cast(BinaryIO, staged)
-            self.put_file(key, staged.name)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(staged.name)
+        # Locked until it is uploaded and gone: a kill -9 leaves it to the next sweep (storage.staged).
+        with staged_file(staging_folder(), "put-") as staged:
+            with open(staged, "wb") as out:
+                yield cast(BinaryIO, out)
+            self.put_file(key, staged)
 
     def read_bytes(self, key: str) -> bytes:
         import obstore
@@ -211,8 +213,8 @@ class ObjectWrites:
     def list(self, prefix: str = "") -> list[str]:
         return [key for key, _, _ in self.listing(prefix)]
 
-    def listing(self, prefix: str = "") -> builtins.list[Listed]:
-        import obstore
+    def listing(self, prefix: str = "", *, temporaries: bool = False) -> builtins.list[Listed]:
+        import obstore  # an object appears whole when its upload completes: no temporaries here
 
         folder = checked_prefix(prefix)
 

@@ -12,8 +12,11 @@ readable. An exception removes its own upload, unless it came from the commit's 
 manifest read back names this export (the write landed: the upload stays, and the error is raised
 after a warning saying so); a killed export's upload is removed by a later export once it is
 :data:`~uc_jupyter.storage.export_manifest.STALE_AFTER_S` old (exports take no lock, and a younger
-prefix may be an export still running beside it). Folders exported before manifests (Parquet
-files at the top) still load, and the next export replaces their files.
+prefix may be an export still running beside it) or at once when its ``_writer`` stamp names a
+process of this machine that is gone. Its local staging folder is held by its process
+(:mod:`uc_jupyter.storage.staged`) and removed by the next export (or save, or ``uc-jupyter gc``)
+once that process is gone. Folders exported before manifests (Parquet files at the top) still load,
+and the next export replaces their files.
 
 Example:
     >>> export_table("main.ml.iris", "/Volumes/main/ml/exports/iris")      # doctest: +SKIP
@@ -26,8 +29,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
-import shutil
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -36,8 +37,19 @@ from typing import TYPE_CHECKING, Any, Literal
 from uc_jupyter.catalog import AlreadyExists, Catalog, NotFound, get_catalog
 from uc_jupyter.catalog.rules.names import parse_volume_path
 from uc_jupyter.errors import UcJupyterWarning
+from uc_jupyter.processes import stamp, stamp_alive
+from uc_jupyter.storage import staged
 from uc_jupyter.storage import urls as st
-from uc_jupyter.storage.export_manifest import MANIFEST, ExportFile, Manifest, ManifestError, leftovers, new_export_id
+from uc_jupyter.storage.export_manifest import (
+    MANIFEST,
+    PREFIX,
+    WRITER,
+    ExportFile,
+    Manifest,
+    ManifestError,
+    leftovers,
+    new_export_id,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -84,17 +96,20 @@ def export_table(
         raise AlreadyExists(f"{where} exists; export with mode='overwrite' to replace it")
     version = open_delta(name, catalog=cat).version()
     manifest = Manifest(new_export_id(), full_name, version, ())
-    # 0700 (only we, and the local Spark server as us, write it), on the disk uploads are staged on.
-    staging = Path(tempfile.mkdtemp(prefix="export-", dir=staging_folder()))
-    try:
-        table(name, version=version, catalog=cat, spark=spark).write.mode("overwrite").parquet(str(staging / "out"))
-        manifest = Manifest(manifest.id, full_name, version, tuple(_parquet_files(staging / "out")))
-        _upload(writes, manifest, staging / "out")
-    except BaseException:
-        _remove_upload(writes, manifest)
-        raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    staged.sweep(staging_folder())  # what killed exports and uploads left on this disk
+    # 0700 (only we, and the local Spark server as us, write it), on the disk uploads are staged on,
+    # held by this process until it is removed.
+    with staged.staged_folder(staging_folder(), "export-") as folder:
+        out = Path(folder) / "out"
+        try:
+            # First: the prefix names its writer, so a later export removes it at once if this one is killed.
+            writes.put_bytes(f"{manifest.prefix}/{WRITER}", stamp().encode())
+            table(name, version=version, catalog=cat, spark=spark).write.mode("overwrite").parquet(str(out))
+            manifest = Manifest(manifest.id, full_name, version, tuple(_parquet_files(out)))
+            _upload(writes, manifest, out)
+        except BaseException:
+            _remove_upload(writes, manifest)
+            raise
     try:
         writes.put_bytes(MANIFEST, manifest.to_bytes())  # the commit: one PUT, visible whole or not at all
     except BaseException:
@@ -191,7 +206,9 @@ def _remove_replaced(writes: VolumeWrites, manifest: Manifest, previous: Manifes
     stands, and the next one removes what is left). Keys the seam cannot address (a backslash in a
     local file's name) are left where they are."""
     try:
-        gone = leftovers(_keys(writes), committed=manifest, replaced=previous, now=time.time())
+        keys = _keys(writes)
+        dead = _dead_prefixes(writes, keys)
+        gone = leftovers(keys, committed=manifest, replaced=previous, now=time.time(), dead=dead)
         from uc_jupyter.storage.keys import is_addressable
 
         addressable = [key for key in gone if is_addressable(key)]
@@ -207,6 +224,20 @@ def _remove_replaced(writes: VolumeWrites, manifest: Manifest, previous: Manifes
             UcJupyterWarning,
             stacklevel=3,
         )
+
+
+def _dead_prefixes(writes: VolumeWrites, keys: list[str]) -> set[str]:
+    """The export prefixes in ``keys`` whose ``_writer`` stamp names a process of this machine that is
+    gone (a stamp that cannot be read or judged: not dead, its prefix waits until it is stale)."""
+    dead: set[str] = set()
+    for key in keys:
+        top, _, rest = key.partition("/")
+        if rest != WRITER or not top.startswith(PREFIX):
+            continue
+        with contextlib.suppress(Exception):
+            if stamp_alive(writes.read_bytes(key)[:256].decode()) is False:
+                dead.add(top)
+    return dead
 
 
 def _parquet_files(folder: Path) -> list[ExportFile]:

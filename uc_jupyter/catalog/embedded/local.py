@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from uc_jupyter.catalog.embedded.entry_locks import EntryLocks
 from uc_jupyter.catalog.embedded.external import STORAGE_SCHEMA_SQL
 from uc_jupyter.catalog.embedded.grants import Grants
+from uc_jupyter.catalog.embedded.killed_writes import TABLE_WRITES_SQL
 from uc_jupyter.catalog.embedded.listing import Listing
 from uc_jupyter.catalog.embedded.metastore import LEVEL_OF
 from uc_jupyter.catalog.embedded.migrations import migrate
@@ -168,7 +169,11 @@ class LocalCatalog(Staging, Updates, Listing, Grants):
         _private_folder(self.root)
         self._store = SqliteStore(
             self.root / "metastore.db",
-            schema=[s for s in (_SCHEMA_SQL + STORAGE_SCHEMA_SQL + PENDING_SECRETS_SQL).split(";") if s.strip()],
+            schema=[
+                s
+                for s in (_SCHEMA_SQL + STORAGE_SCHEMA_SQL + PENDING_SECRETS_SQL + TABLE_WRITES_SQL).split(";")
+                if s.strip()
+            ],
             busy_timeout=_BUSY_TIMEOUT_S,
             foreign_keys=True,
             remedy=_METASTORE_REMEDY,

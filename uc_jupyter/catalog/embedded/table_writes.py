@@ -1,5 +1,7 @@
 """Writing tables: creating them (managed or inside an external location), appending and overwriting,
-each under the table's entry lock so that changes of one table from several processes serialise.
+each under the table's entry lock so that changes of one table from several processes serialise; an
+append or overwrite first removes what killed writes of the table left
+(:mod:`uc_jupyter.catalog.embedded.killed_writes`).
 
 Example:
     >>> cat.create_table("main.ml.iris", df, mode="overwrite")  # doctest: +SKIP
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from uc_jupyter.catalog.delta_files import delta_columns, delta_exists, to_arrow, write_delta
 from uc_jupyter.catalog.embedded.external import ExternalStorage
+from uc_jupyter.catalog.embedded.killed_writes import KilledWrites
 from uc_jupyter.catalog.embedded.pending import PendingStorage
 from uc_jupyter.catalog.embedded.rows import columns_json, key, new_id, now, table_info
 from uc_jupyter.catalog.embedded.secrets import check_options
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["TableWrites"]
 
 
-class TableWrites(PendingStorage, ExternalStorage):
+class TableWrites(PendingStorage, ExternalStorage, KilledWrites):
     """The table-writing half of :class:`uc_jupyter.catalog.embedded.local.LocalCatalog`."""
 
     def create_table(
@@ -96,7 +99,9 @@ class TableWrites(PendingStorage, ExternalStorage):
     ) -> TableInfo:
         if table is None:
             raise ValueError(f"table {parsed} exists; pass data to {mode} it")
-        write_delta(parsed, row["storage_location"], table, mode, options)
+        # Under the entry lock: what killed writes of this table left goes first, and this one is recorded.
+        with self._recorded_write(key(parsed), row["storage_location"], options):
+            write_delta(parsed, row["storage_location"], table, mode, options)
         columns = delta_columns(parsed, row["storage_location"], options)
         with self._transaction(write=True) as conn:
             conn.execute(
