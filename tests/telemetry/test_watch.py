@@ -23,7 +23,15 @@ class Recorded:
         self.source, self.title = source, title
         self.calls: list[tuple[Any, ...]] = []
 
-    def begin(self, label: str, start: Snapshot | None, *, epoch: int | None = None, total: int | None = None) -> None:
+    def begin(
+        self,
+        label: str,
+        start: Snapshot | None,
+        *,
+        epoch: int | None = None,
+        total: int | None = None,
+        positioned: bool = False,
+    ) -> None:
         self.calls.append(("begin", label, epoch, total))
 
     def end(self, final: Snapshot | None, *, error: BaseException | str | None = None, stopped: bool = False) -> None:

@@ -13,9 +13,10 @@ import pytest
 from PIL import Image
 
 from uc_jupyter.telemetry.collector import Collector
+from uc_jupyter.telemetry.model import Snapshot
 from uc_jupyter.testing.clocks import ManualClock
 from uc_jupyter.widgets import LoaderDashboard
-from uc_jupyter.widgets.charts import COLORS
+from uc_jupyter.widgets.charts import COLORS, pass_times
 from uc_jupyter.widgets.view import format_seconds
 
 from .conftest import CommLog, loop, recorded_run, snapshot, worker
@@ -226,3 +227,24 @@ def test_skipped_files_verdict_and_advice_are_shown(comms: CommLog) -> None:
     )
     text = dashboard.text()
     assert "3 files skipped" in text and "to do: raise num_workers to 2" in text
+
+
+def test_the_timeline_leaves_out_the_time_between_passes_and_marks_where_each_begins(comms: CommLog) -> None:
+    run = recorded_run(seconds=1.0, per_second=20)
+    later = [Snapshot(snap.samples, snap.time + 600.0) for snap in run]  # the same work, 10 minutes on
+    clock = ManualClock()
+    dashboard = LoaderDashboard(clock=clock)
+    dashboard.begin_pass("epoch 0", None)
+    for snap in run[:10]:
+        clock.now = snap.time
+        dashboard.update(snap, force=True)
+    dashboard.end_pass(run[9])
+    dashboard.begin_pass("epoch 1", run[9])
+    for snap in later[10:]:
+        clock.now = snap.time
+        dashboard.update(snap, force=True)
+    labels = [point.pass_label for point in dashboard.history]
+    assert labels[0] == "epoch 0" and labels[-1] == "epoch 1" and sorted(labels) == labels
+    times, starts = pass_times(dashboard.history)
+    assert [label for _, label in starts] == ["epoch 1"]
+    assert times[-1] < 1.0  # the passes' own second, not the 600 s between them

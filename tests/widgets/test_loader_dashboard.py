@@ -196,6 +196,33 @@ def test_a_loop_body_that_raises_in_ipython_marks_the_pass_failed(comms: CommLog
         InteractiveShell.clear_instance()
 
 
+def test_a_loader_reused_in_a_new_cell_numbers_its_epochs_from_zero_in_a_dashboard_of_its_own(
+    comms: CommLog,
+) -> None:
+    shell = InteractiveShell.instance()
+    try:
+        loader = DataLoader(list(range(40)), batch_size=4, num_workers=0, monitor=True, mlflow=False)
+        shown: list[Any] = []
+        watch = LoaderMonitor(
+            loader.live_stats, interval=600.0, show_after=0.0, clock=ManualClock(), display=shown.append
+        )
+        loader.dashboard_monitor = watch
+        shell.user_ns["loader"] = loader
+        assert shell.run_cell("for epoch in range(2):\n    for batch in loader:\n        pass").success
+        first = watch.dashboard
+        assert shell.run_cell("for batch in loader:\n    pass").success  # the loader's third epoch
+        second = watch.dashboard
+        assert first is not None and second is not None and first is not second
+        assert shown == [first.widget, second.widget]
+        assert [p.label for p in first.passes] == ["epoch 0", "epoch 1"]
+        assert [(p.label, p.epoch) for p in watch.passes] == [("epoch 0", 2)]  # the user's epoch 0 of this cell
+        assert loader.epoch == 3  # the data's epochs go on (shuffling, checkpoints)
+        rows = re.findall(r"<tr><td[^>]*>([^<]+)</td>", second.epochs_table.value)
+        assert rows[:1] == ["epoch 0"] and "epoch 2" not in second.epochs_table.value
+    finally:
+        InteractiveShell.clear_instance()
+
+
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_loader_that_resumed_mid_epoch_marks_that_epoch(catalog: LocalCatalog, comms: CommLog, workers: int) -> None:
     path = make_volume(catalog, f"resumed{workers}", 12)

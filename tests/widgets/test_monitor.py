@@ -326,18 +326,35 @@ def test_a_pass_still_open_when_the_next_begins_is_stopped(comms: CommLog) -> No
     assert [(p.label, p.status) for p in watch.passes] == [("epoch 0", "stopped after 22 batches"), ("epoch 1", "done")]
 
 
-def test_each_new_cell_shows_the_same_dashboard_again(comms: CommLog) -> None:
+def test_each_new_cell_shows_a_dashboard_of_its_own_passes_with_epochs_from_zero(comms: CommLog) -> None:
     run = recorded_run(1.0)
     cell, display = [1], Display()
     watch = LoaderMonitor(
         Source(run), interval=600.0, show_after=0.0, clock=ManualClock(), display=display, cell=lambda: cell[0]
     )
-    for number in (1, 1, 2):
+    shown = []
+    for number, epoch in ((1, 0), (1, 1), (2, 2), (2, 3)):  # a loader reused: its epochs go on
         cell[0] = number
-        watch.begin(f"epoch {len(watch.passes)}", None)
+        watch.begin(f"epoch {epoch}", None, epoch=epoch)
         watch.end(run[-1])
-    assert watch.dashboard is not None
-    assert display.shown == [watch.dashboard.widget, watch.dashboard.widget]  # cell 1, then cell 2
+        shown.append(watch.dashboard)
+    first, second = shown[1], shown[3]
+    assert first is not None and second is not None and first is not second
+    assert display.shown == [first.widget, second.widget]  # cell 1's, then cell 2's
+    # Cell 2's scope: its own passes, numbered from 0 (the loader's epochs 2 and 3), cell 1's unchanged.
+    assert [p.label for p in watch.passes] == ["epoch 0", "epoch 1"]
+    assert [p.epoch for p in watch.passes] == [2, 3]
+    assert [p.label for p in first.passes] == ["epoch 0", "epoch 1"]
+
+
+def test_a_loaded_checkpoints_epochs_are_shown_as_they_are(comms: CommLog) -> None:
+    run = recorded_run(1.0)
+    watch = LoaderMonitor(Source(run), interval=600.0, show_after=0.0, clock=ManualClock(), display=Display())
+    watch.begin("epoch 3", None, epoch=3, positioned=True)  # load_state_dict set the loader to epoch 3
+    watch.end(run[-1])
+    watch.begin("epoch 4", run[-1], epoch=4)
+    watch.end(run[-1])
+    assert [p.label for p in watch.passes] == ["epoch 3", "epoch 4"]
 
 
 def test_the_epochs_table_marks_the_epoch_a_checkpoint_resumed(comms: CommLog) -> None:
@@ -345,7 +362,7 @@ def test_the_epochs_table_marks_the_epoch_a_checkpoint_resumed(comms: CommLog) -
     resumed = [Snapshot({k: replace(s, resumed_epoch=3) for k, s in snap.samples.items()}, snap.time) for snap in run]
     clock, display = ManualClock(), Display()
     watch = LoaderMonitor(Source(run), interval=600.0, show_after=0.0, clock=clock, display=display)
-    watch.begin("epoch 3", None, epoch=3)
+    watch.begin("epoch 3", None, epoch=3, positioned=True)  # a checkpoint of epoch 3 loaded
     clock.now = 1.0
     watch.end(resumed[19])
     watch.begin("epoch 4", resumed[19], epoch=4)  # its workers still to report: their last samples say 3

@@ -9,7 +9,7 @@ asked for); a notebook front end of its own registers its own.
 Example:
     >>> class Printed:
     ...     def __init__(self, source, title): self.title = title
-    ...     def begin(self, label, start, *, epoch=None, total=None): print("begin", self.title, repr(label))
+    ...     def begin(self, label, start, **given): print("begin", self.title, repr(label))
     ...     def end(self, final, *, error=None, stopped=False): print("end", error, stopped)
     >>> previous = show_passes_with(Printed)
     >>> with watching(watch_passes(lambda: None, "2 ranks")):
@@ -34,9 +34,18 @@ __all__ = ["PassWatch", "ViewMaker", "show_passes_with", "watch_passes", "watchi
 class PassWatch(Protocol):
     """One live view over a loop's passes: each pass begun, then ended (done, stopped or failed)."""
 
-    def begin(self, label: str, start: Snapshot | None, *, epoch: int | None = None, total: int | None = None) -> None:
+    def begin(
+        self,
+        label: str,
+        start: Snapshot | None,
+        *,
+        epoch: int | None = None,
+        total: int | None = None,
+        positioned: bool = False,
+    ) -> None:
         """A new pass called ``label``, from the cumulative snapshot ``start`` (None: from zero), of
-        ``total`` batches when that is known."""
+        ``total`` batches when that is known; ``epoch``: the loader's epoch, set on purpose when
+        ``positioned`` (a checkpoint loaded), else a view may number the passes of a cell from 0."""
 
     def end(self, final: Snapshot | None, *, error: BaseException | str | None = None, stopped: bool = False) -> None:
         """The open pass ended at ``final`` (None: ask the source); failed with ``error``, or left early."""

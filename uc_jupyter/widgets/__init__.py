@@ -9,7 +9,7 @@ Example:
     >>> from uc_jupyter.widgets import monitor  # doctest: +SKIP
     >>> with monitor(pool.collector.snapshot, title="2 ranks"):  # doctest: +SKIP
     ...     pool.run(train)
-    >>> loader = DataLoader(dataset, monitor=True)  # one LoaderMonitor, one dashboard over every pass  # doctest: +SKIP
+    >>> loader = DataLoader(dataset, monitor=True)  # one LoaderMonitor, a dashboard per cell  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocato
 from uc_jupyter.telemetry.model import BUCKET_BOUNDS, Histogram, Snapshot
 from uc_jupyter.widgets.view import HistoryPoint, shard_report
 
-__all__ = ["COLORS", "DPI", "LATENCY_SIZE", "SHARD_SIZE", "latency_chart", "shard_chart"]
+__all__ = ["COLORS", "DPI", "LATENCY_SIZE", "SHARD_SIZE", "latency_chart", "pass_times", "shard_chart"]
 
 SHARD_SIZE = (3.4, 2.8)  # inches; with the latency chart 920 px wide, inside a notebook's output area
 LATENCY_SIZE = (5.8, 2.8)  # two panels side by side
@@ -176,13 +176,37 @@ def _histogram(ax: Axes, fetch: Histogram, scope: str) -> None:
     ax.set_ylim(0, max(fetch.counts) * 1.45)
 
 
+def pass_times(history: Sequence[HistoryPoint]) -> tuple[list[float], list[tuple[float, str]]]:
+    """Each point's time on the passes' own clock (the time between passes left out: a point that
+    opens a pass sits where the pass before ended), and where each pass after the first begins.
+
+    Example:
+        >>> points = [HistoryPoint(10.0, 0.1, 0.1, 2, "epoch 0"), HistoryPoint(11.0, 0.1, 0.1, 2, "epoch 0"),
+        ...           HistoryPoint(600.0, 0.1, 0.1, 2, "epoch 1"), HistoryPoint(601.5, 0.1, 0.1, 2, "epoch 1")]
+        >>> pass_times(points)
+        ([0.0, 1.0, 1.0, 2.5], [(1.0, 'epoch 1')])
+    """
+    times: list[float] = []
+    starts: list[tuple[float, str]] = []
+    for index, point in enumerate(history):
+        if index == 0:
+            times.append(0.0)
+        elif point.pass_label != history[index - 1].pass_label:  # a new pass: its idle gap left out
+            times.append(times[-1])
+            starts.append((times[-1], point.pass_label))
+        else:
+            times.append(times[-1] + point.time - history[index - 1].time)
+    return times, starts
+
+
 def _timeline(ax: Axes, history: Sequence[HistoryPoint]) -> None:
     ax.set_title("wait vs compute (mean)", fontsize=_FONT + 1)
     if not history:
         _empty(ax, "collecting...")
         return
-    start = history[0].time
-    times = [p.time - start for p in history]
+    times, starts = pass_times(history)
+    for at, _label in starts:  # where each pass begins (the legend's row stays clear of them)
+        ax.axvline(at, ymax=0.8, color="gray", linestyle=":", linewidth=1)
     marker = "o" if len(history) < 3 else None  # a lone point has no line to show
     ax.plot(times, [p.fetch for p in history], color=COLORS["fetch"], marker=marker, markersize=3, label="wait")
     ax.plot(times, [p.compute for p in history], color=COLORS["compute"], marker=marker, markersize=3, label="compute")
@@ -190,7 +214,9 @@ def _timeline(ax: Axes, history: Sequence[HistoryPoint]) -> None:
     top = max(max(p.fetch for p in history), max(p.compute for p in history))
     ax.set_ylim(0, top * 1.35 if top > 0 else 1e-3)  # headroom for the legend above the lines
     ax.set_xlim(0, max(times[-1], 1.0))
-    ax.set_xlabel("seconds since the first batch", fontsize=_FONT)
+    ax.set_xlabel(
+        "seconds of the passes (dotted: a pass begins)" if starts else "seconds since the first batch", fontsize=_FONT
+    )
     ax.legend(fontsize=_FONT - 1, frameon=False, loc="upper center", ncols=2)
 
 

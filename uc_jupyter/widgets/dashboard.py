@@ -1,6 +1,6 @@
 """``LoaderDashboard``: live ipywidgets view of a loader's passes (verdict, advice, epochs, cache, shards, latency).
 
-One dashboard serves a loader over all its passes: :meth:`LoaderDashboard.begin_pass` and
+One dashboard serves a loader over its passes in a cell: :meth:`LoaderDashboard.begin_pass` and
 :meth:`LoaderDashboard.end_pass` mark where each pass starts and how it ended (done, stopped early,
 failed: shown in red), and the figures at the top are the current pass's own, labelled with it;
 the epochs table has a row per pass and one for all of them.
@@ -227,7 +227,7 @@ class LoaderDashboard:
     def _draw(self, snapshot: Snapshot, now: float, force: bool) -> bool:
         point = window(self._drawn, snapshot)
         if point is not None:
-            self._history.append(point)
+            self._history.append(replace(point, pass_label=self._passes[-1].label if self._passes else ""))
         self._drawn = snapshot
         view = DashboardView.of(snapshot, tuple(self._history), self._passes, cpus=self._cpus)
         charts = self._due_charts(view, now, force)

@@ -104,6 +104,7 @@ class _Pass:
 
     began: float
     cell: object
+    scope: int  # the monitor's scope (one per cell) the pass belongs to
     stop: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
     ended: bool = False
@@ -158,8 +159,10 @@ class LoaderMonitor:
         self._building = False
         self._shown_in: set[object] = set()
         self._hooked = False
-        self.passes: list[PassRecord] = []
+        self.passes: list[PassRecord] = []  # the current scope's (cell's)
         self.dashboard: LoaderDashboard | None = None
+        self._scope, self._first_epoch = 0, 0
+        self._scope_cell: object = None  # the cell of the current scope's passes
         self.error: BaseException | None = None
 
     @property
@@ -172,18 +175,40 @@ class LoaderMonitor:
         with self._lock:
             return self._pass is not None and not self._pass.ended
 
-    def begin(self, label: str, start: Snapshot | None, *, epoch: int | None = None, total: int | None = None) -> None:
+    def begin(
+        self,
+        label: str,
+        start: Snapshot | None,
+        *,
+        epoch: int | None = None,
+        total: int | None = None,
+        positioned: bool = False,
+    ) -> None:
         """A new pass: ``label`` ("epoch 2") and the cumulative snapshot at its start (None: from zero).
 
         ``epoch``: the loader's epoch number, when the pass is one (its row then says when it resumed
         mid-epoch from a checkpoint); ``total``: the batches it will deliver, when known (done/total and
         the time left while it runs). A pass still open is ended as stopped first (the loop left it
         without saying so).
+
+        Each cell is a scope of its own: the first pass in a cell starts a new dashboard there (the
+        earlier cell's keeps its passes), and a label "epoch N" of the loader's epoch is numbered from
+        0 within the cell, unless the epoch was ``positioned`` (a checkpoint loaded: its epochs are
+        the job's).
         """
         if self.running:
             self.end(start, stopped=True)
         with self._lock:
-            current = _Pass(began=self._clock(), cell=self._cell())
+            cell = self._cell()
+            if self.passes and cell != self._scope_cell:  # a new cell: its own dashboard and epochs
+                self.passes, self.dashboard, self._scope = [], None, self._scope + 1
+            if not self.passes:
+                self._scope_cell, self._first_epoch = cell, epoch or 0
+            if positioned:
+                self._first_epoch = 0
+            if epoch is not None and label == f"epoch {epoch}":
+                label = f"epoch {epoch - self._first_epoch}"
+            current = _Pass(began=self._clock(), cell=cell, scope=self._scope)
             self._pass = current
             self.passes.append(PassRecord(label, start, epoch=epoch, total=total))
             forget_snapshots(self.passes)
@@ -304,6 +329,8 @@ class LoaderMonitor:
         it, and the current one as it is now, perhaps ended meanwhile), filled, then displayed."""
         with self._lock:
             self._building = False
+            if current.scope != self._scope:  # built for a cell the monitor has left: not shown
+                return
             last = self.passes[-1]
             dashboard.set_passes(self.passes, last.end if last.end is not None else snapshot)
             self.dashboard = dashboard

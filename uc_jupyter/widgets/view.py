@@ -59,6 +59,7 @@ class HistoryPoint:
     fetch: float  # mean seconds the loop waited in next()
     compute: float  # mean seconds between next() calls
     batches: int
+    pass_label: str = ""  # the pass it belongs to ("epoch 1"): the timeline marks where passes begin
 
 
 def window(previous: Snapshot | None, current: Snapshot) -> HistoryPoint | None:
@@ -74,7 +75,7 @@ def window(previous: Snapshot | None, current: Snapshot) -> HistoryPoint | None:
         ...     loop = Sample(rank=0, worker=-1, seq=1, time=t, fetch=Histogram.of(fetch), between=Histogram.of(fetch))
         ...     return Snapshot({(0, -1): loop}, time=t)
         >>> window(snap(1.0, [0.1]), snap(2.0, [0.1, 0.3, 0.5]))
-        HistoryPoint(time=2.0, fetch=0.4, compute=0.4, batches=2)
+        HistoryPoint(time=2.0, fetch=0.4, compute=0.4, batches=2, pass_label='')
         >>> window(snap(1.0, [0.1]), snap(2.0, [0.1])) is None
         True
     """

@@ -81,7 +81,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
     ``clock=`` for the loop's monotonic seconds (fetch and compute times, the telemetry rate; tests
     pass their own), and ``monitor=True`` to show the live dashboard (verdict and what to change,
     per-epoch figures, cache fill, shard sizes, fetch latency) once a pass runs longer than a
-    second: one dashboard over all the loader's passes (``loader.dashboard_monitor``, a
+    second: one dashboard over the loader's passes in a cell (``loader.dashboard_monitor``, a
     :class:`~uc_jupyter.widgets.LoaderMonitor`), a text summary per pass where widgets cannot
     render. Counts and flags are checked as :mod:`uc_jupyter.options` says (``shuffle="no"``,
     ``batch_size=0``, ``num_workers=1.5``, ``prefetch_factor=0`` are one-line errors, never coerced).
@@ -188,7 +188,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         began = self._clock()
         if self._forks_unsafely():
             self._plumb_workers()  # spawned from now on (one notice says so)
-        epoch = self._position.epoch
+        epoch, positioned = self._position.epoch, self._position.resuming
         own = getattr(self.dataset, "stream_position", None) if self.num_workers == 0 else None
         self._position.begin(own if callable(own) else None)
         set_epoch = getattr(self.dataset, "set_epoch", None)
@@ -222,7 +222,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         timed = self._fetch.timed(inner, run)
         if self.persistent_workers:
             self._persistent[0] = self._iterator  # the workers that outlive this pass
-        return self._monitored(timed, epoch) if self.monitor else timed
+        return self._monitored(timed, epoch, positioned) if self.monitor else timed
 
     def _start_pass(self) -> Iterator[Any]:
         """torch's iterator for a pass. Without workers torch starts the dataset's stream here
@@ -255,14 +255,16 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         items_in = getattr(self.dataset, "items_in", None)
         return items_in if callable(items_in) else _one
 
-    def _monitored(self, inner: Iterator[Any], epoch: int) -> Iterator[Any]:
-        """The pass as one pass of the loader's one dashboard: begun, then done, stopped or failed."""
+    def _monitored(self, inner: Iterator[Any], epoch: int, positioned: bool) -> Iterator[Any]:
+        """The pass as one pass of the loader's dashboard: begun, then done, stopped or failed.
+        ``positioned``: a checkpoint set its epoch (the view numbers it as is, not from the cell's first)."""
         if self.dashboard_monitor is None:
             # The registered view (import uc_jupyter registers the widgets' LoaderMonitor): the
             # loader sits below the widgets and never imports them (docs/architecture.md, "Layers").
             self.dashboard_monitor = watch_passes(_Weakly(self.live_stats), _monitor_title(self.dataset))
         watch = self.dashboard_monitor
-        watch.begin(f"epoch {epoch}", self._final_stats(), epoch=epoch, total=self._batches_per_pass())
+        total = self._batches_per_pass()
+        watch.begin(f"epoch {epoch}", self._final_stats(), epoch=epoch, total=total, positioned=positioned)
         try:
             yield from inner
         except GeneratorExit:
