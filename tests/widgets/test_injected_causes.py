@@ -19,9 +19,11 @@ import pytest
 from tests.data.conftest import write_files
 from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.data import DataLoader, UCTableDataset, UCVolumeDataset
+from uc_jupyter.distributed import distributed
+from uc_jupyter.distributed.shared import current_shared_pool
 from uc_jupyter.telemetry.model import Snapshot
 from uc_jupyter.testing.s3_server import S3TestServer
-from uc_jupyter.widgets.advice import advise, verdict
+from uc_jupyter.widgets.advice import advise, straggler, verdict
 from uc_jupyter.widgets.passes import since
 
 Volume = Callable[..., tuple[str, Path]]
@@ -176,3 +178,46 @@ def test_workers_slow_to_start_are_start_up_and_persistent_workers_start_them_on
     (anew_loop,) = second.loops().values()
     assert loop.startup < anew_loop.startup / 3, (loop.startup, anew_loop.startup)
     assert verdict(applied).kind != "start-up"
+
+
+def test_one_slow_rank_is_the_straggler_and_the_headline_follows_it(catalog: LocalCatalog) -> None:
+    """Two real ranks over one volume; rank 1's items take 15 ms each to make, rank 0's nothing: the
+    job's verdict follows rank 1 (under DDP it sets the step), the advice names it first."""
+    info = catalog.create_volume("main.ml.ranks")
+    write_files(Path(info.storage_location.removeprefix("file://")), 48)
+
+    @distributed(gpus=2)
+    def train(path: str) -> int:
+        import time as clock
+
+        import torch.distributed as dist
+
+        from uc_jupyter.data import DataLoader, UCVolumeDataset
+
+        slow = dist.get_rank() == 1
+
+        def decode(file: str) -> str:
+            if slow:
+                clock.sleep(0.015)
+            return file
+
+        loader = DataLoader(UCVolumeDataset(path, transform=decode), batch_size=4, num_workers=1, mlflow=False)
+        batches = 0
+        for _ in loader:
+            clock.sleep(0.01)  # the step
+            batches += 1
+        return batches
+
+    assert train.distributed(info.path) == [6, 6]
+    pool = current_shared_pool()
+    assert pool is not None
+    figures = pool.collector.snapshot()
+    waits = figures.exposed_waits()
+    judged = verdict(figures)
+    assert judged.kind == "input-bound" and judged.rank == 1, (judged.text, waits)
+    assert judged.text.startswith("input-bound: rank 1 waited for data ") and "; rank 0 waited " in judged.text
+    assert straggler(waits) == 1, waits
+    said = advise(figures, cpus=8)
+    assert said[0].startswith("rank 1 is the straggler: it waits "), said
+    assert any(line.startswith("rank 1: raise num_workers from 1 to 2: decode takes ") for line in said), said
+    assert not any(line.startswith("rank 0") for line in said), said
