@@ -329,3 +329,40 @@ def test_a_workers_cpu_share_is_per_pass_and_absent_without_worker_processes() -
     assert second.worker_cpu_share(0) == pytest.approx((2 * 9 * 0.9999 + 2) / (2 * 19.999), rel=1e-3)
     assert since(second, first).worker_cpu_share(0) == pytest.approx(0.1)
     assert snapshot(10.0, loop(fetch=fetch, between=between), *workers()).worker_cpu_share(0) is None
+
+
+def staged(share: float, made: tuple[float, float, float], exposed: tuple[float, ...], depths=(2, 2)) -> Sample:
+    """A loop of 100 batches waiting ``share`` of its time, whose batches took ``made`` seconds in all
+    (fetch, decode, collate) and whose waits went to ``exposed`` (per EXPOSED_STAGES, in seconds)."""
+    fetch, between = steady(share)
+    return replace(loop(fetch=fetch, between=between, depths=depths), made=made, exposed=exposed)
+
+
+def test_the_stage_that_caused_most_of_the_wait_is_named_with_what_more_workers_would_leave() -> None:
+    # 100 batches: 4.4 s waited, 20 s of work (200 ms a batch: 2 workers make one every 100 ms, which a
+    # 56 ms step does not hide: 44 ms waited).
+    snap = snapshot(10.0, staged(0.44, (0.3, 19.5, 0.2), (0.2, 4.0, 0.1, 0.1, 0.0)), *workers(count=2))
+    assert verdict(snap).text == (
+        "input-bound: the loop waited for data 44% of the time "
+        "(fetch 5%, decode 91%, collate 2%, transfer 2%; over 10%: data loading holds training back)"
+    )
+    (advice,) = advise(snap, cpus=8)
+    # 3 workers would leave 16%; 4 make a batch every 50 ms against a 56 ms step: the 1 ms transfer is left.
+    assert advice == (
+        "raise num_workers from 2 to 4: decode takes 195 ms per batch on 2 workers "
+        "(fetch 5%, decode 91%, collate 2%, transfer 2% of the wait) (exposed wait 44% -> about 2%)"
+    )
+    assert advise(snap, cpus=2)[0].startswith("all 2 CPUs run a worker and decode takes 195 ms per batch")
+
+
+def test_fetch_collate_and_transfer_each_get_their_own_change() -> None:
+    fetching = snapshot(10.0, staged(0.5, (8.0, 0.1, 0.1), (4.8, 0.1, 0.0, 0.1, 0.0)), *workers(count=2))
+    assert advise(fetching, cpus=8)[0].startswith("keep more reads in flight: fetch waits 80.0 ms per batch")
+    assert "the dataset's prefetch=" in advise(fetching, cpus=8)[0]
+    collating = snapshot(10.0, staged(0.5, (0.1, 0.1, 8.0), (0.0, 0.1, 4.8, 0.1, 0.0)), *workers(count=2))
+    assert advise(collating, cpus=8)[0].startswith("collate takes 80.0 ms per batch on 2 workers")
+    # Batches that take 1 ms to make and 40 ms to hand over: without workers the wait is the 1 ms.
+    moving = snapshot(10.0, staged(0.5, (0.05, 0.05, 0.0), (0.0, 0.0, 0.0, 5.0, 0.0)), *workers(count=2))
+    (advice,) = advise(moving, cpus=8)
+    assert advice.startswith("moving each batch from a worker to the loop takes longer than making it (50.0 ms")
+    assert "num_workers=0 makes them in the loop (exposed wait 50% -> about 2%)" in advice

@@ -221,3 +221,23 @@ def test_one_slow_rank_is_the_straggler_and_the_headline_follows_it(catalog: Loc
     assert said[0].startswith("rank 1 is the straggler: it waits "), said
     assert any(line.startswith("rank 1: raise num_workers from 1 to 2: decode takes ") for line in said), said
     assert not any(line.startswith("rank 0") for line in said), said
+
+
+def test_small_batches_cost_more_to_hand_over_than_to_make_and_no_workers_lower_the_wait(
+    catalog: LocalCatalog,
+) -> None:
+    catalog.create_table("main.ml.small", pa.table({f"c{i}": list(range(960)) for i in range(6)}))
+
+    def make(workers: int) -> DataLoader:
+        dataset = UCTableDataset("main.ml.small", batch_size=8)  # 6 tiny tensors a batch
+        return DataLoader(dataset, batch_size=None, num_workers=workers, persistent_workers=workers > 0, mlflow=False)
+
+    own = measured(make, 1, step=0.002)
+    judged = verdict(own)
+    assert judged.kind == "input-bound" and bound_stage(own) == "transfer", judged.text
+    (advice,) = advise(own, cpus=8)
+    assert advice.startswith("moving each batch from a worker to the loop takes longer than making it"), advice
+    assert "num_workers=0 makes them in the loop" in advice
+    applied = measured(make, 0, step=0.002)
+    assert own.exposed_wait is not None and applied.exposed_wait is not None
+    assert applied.exposed_wait < own.exposed_wait * 0.7, (own.exposed_wait, applied.exposed_wait)

@@ -338,6 +338,16 @@ def _stage_advice(
     where = f"{shares_text(stages)} of the wait"
     on = f"on {count} worker{'' if count == 1 else 's'}"
     if bound == "transfer":
+        making = sum(loop.made) / batches
+        moving = loop.exposed[EXPOSED_STAGES.index("transfer")] / max(loop.between.count, 1)
+        if making < moving:  # small batches: handing them over costs more than making them
+            step = loop.between.mean
+            alone = f" (exposed wait {share:.0%} -> about {making / (making + step):.0%})" if making + step > 0 else ""
+            return (
+                f"moving each batch from a worker to the loop takes longer than making it ({format_seconds(moving)} "
+                f"against {format_seconds(making)}; {where}): num_workers=0 makes them in the loop{alone}, or "
+                "larger batches spread the cost"
+            )
         return (
             f"moving batches from the workers to the loop is most of the wait ({where}): return tensors or NumPy "
             "arrays from the transform (they travel through shared memory, Python objects are pickled), or "
