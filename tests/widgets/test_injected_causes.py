@@ -25,6 +25,7 @@ from uc_jupyter.telemetry.model import Snapshot
 from uc_jupyter.testing.s3_server import S3TestServer
 from uc_jupyter.widgets.advice import advise, straggler, verdict
 from uc_jupyter.widgets.passes import since
+from uc_jupyter.widgets.ranks import rank_rows, ranks_text
 
 Volume = Callable[..., tuple[str, Path]]
 
@@ -73,8 +74,7 @@ def test_a_loop_without_a_step_is_told_its_wait_is_expected(files: str) -> None:
 def bound_stage(figures: Snapshot) -> str:
     """The stage that caused most of the (only) rank's exposed wait."""
     (loop,) = figures.loops().values()
-    stages = loop.exposed_by_stage()
-    return max(stages, key=lambda stage: stages[stage])
+    return loop.bound_stage()
 
 
 def measured(make: Callable[[int], DataLoader], workers: int, step: float) -> Snapshot:
@@ -221,6 +221,11 @@ def test_one_slow_rank_is_the_straggler_and_the_headline_follows_it(catalog: Loc
     assert said[0].startswith("rank 1 is the straggler: it waits "), said
     assert any(line.startswith("rank 1: raise num_workers from 1 to 2: decode takes ") for line in said), said
     assert not any(line.startswith("rank 0") for line in said), said
+    slow_row = rank_rows(figures)[1]
+    assert slow_row.straggler and slow_row.bound_stage == "decode"
+    assert "1 waited " in ranks_text(rank_rows(figures)) and "most in decode), straggler" in ranks_text(
+        rank_rows(figures)
+    )
 
 
 def test_small_batches_cost_more_to_hand_over_than_to_make_and_no_workers_lower_the_wait(

@@ -228,6 +228,16 @@ class Sample:
             return {}
         return {stage: seconds / total for stage, seconds in zip(EXPOSED_STAGES, self.exposed, strict=True)}
 
+    def bound_stage(self) -> str:
+        """The loop's sample: the stage that caused most of its steady-state wait ('' before any).
+
+        Example:
+            >>> Sample(rank=0, worker=-1, seq=1, time=9.0, exposed=(0.5, 1.5, 0.0, 0.1, 0.0)).bound_stage()
+            'decode'
+        """
+        shares = self.exposed_by_stage()
+        return max(shares, key=shares.__getitem__) if shares else ""
+
     @property
     def startup(self) -> float:
         """Seconds the loop's passes took to start: iter() and the wait for each pass's first batch."""

@@ -299,8 +299,8 @@ def _worker_advice(
             f"{len(idle)} of {count} workers have nothing to do (worker {listed}): their shards are empty "
             "or ran out; use fewer workers, or split the data into more files"
         )
-    bound = max(stages, key=lambda stage: stages[stage]) if stages else None
-    if bound is not None and bound != "other":
+    bound = loop.bound_stage()
+    if bound and bound != "other":
         return _stage_advice(loop, bound, stages, count, cpus, share, files=any(w.hits or w.misses for w in workers))
     if on_cpu is not None and on_cpu < WAITING_WORKERS:
         return (

@@ -333,7 +333,17 @@ def _advice_html(advice: tuple[str, ...]) -> str:
 _HEADER = ("", "state", "batches", "samples", "samples/s", "waited", "fetch p50", "fetch p95", "hit rate", "downloaded")
 
 
-_RANK_HEADER = ("rank", "batches", "samples/s", "exposed wait", "wait p50", "wait p95", "wait p99", "workers on CPU")
+_RANK_HEADER = (
+    "rank",
+    "batches",
+    "samples/s",
+    "exposed wait",
+    "wait p50",
+    "wait p95",
+    "wait p99",
+    "workers on CPU",
+    "most of the wait",
+)
 
 
 def _table_html(header: tuple[str, ...], rows: list[tuple[list[str], str]], left: int) -> str:
@@ -370,6 +380,7 @@ def _ranks_html(rows: tuple[RankRow, ...]) -> str:
             format_seconds(row.wait_p95),
             format_seconds(row.wait_p99),
             "" if row.on_cpu is None else f"{row.on_cpu:.0%}",
+            row.bound_stage,
         ]
         color = f' style="color:{COLORS["uneven"]}"' if row.straggler else ""
         shown.append(([html.escape(v) for v in values], color))

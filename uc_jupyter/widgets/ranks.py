@@ -39,6 +39,7 @@ class RankRow:
     wait_p99: float
     on_cpu: float | None  # its worker processes' share of time on CPU (None: no worker processes)
     straggler: bool
+    bound_stage: str = ""  # the stage that caused most of its wait ('' when not timed)
 
 
 def rank_rows(figures: Snapshot) -> tuple[RankRow, ...]:
@@ -61,6 +62,7 @@ def rank_rows(figures: Snapshot) -> tuple[RankRow, ...]:
                 wait_p99=fetch.quantile(0.99),
                 on_cpu=figures.worker_cpu_share(rank),
                 straggler=rank == slow,
+                bound_stage=loop.bound_stage(),
             )
         )
     return tuple(rows)
@@ -74,7 +76,9 @@ def ranks_text(rows: tuple[RankRow, ...]) -> str:
     for row in rows:
         wait = "" if row.exposed_wait is None else f" waited {row.exposed_wait:.0%}"
         rate = f" at {three_digits(row.samples_per_second)} samples/s"
+        bound = f", most in {row.bound_stage}" if row.bound_stage and row.exposed_wait else ""
         said.append(
-            f"{row.rank}{wait}{rate} (p95 {format_seconds(row.wait_p95)})" + (", straggler" if row.straggler else "")
+            f"{row.rank}{wait}{rate} (p95 {format_seconds(row.wait_p95)}{bound})"
+            + (", straggler" if row.straggler else "")
         )
     return "ranks: " + "; ".join(said)
