@@ -50,8 +50,13 @@ def _killed_save(path: str, folder: Path) -> dict[str, int]:
     child = subprocess.Popen([sys.executable, "-c", _SAVE, path])
     try:
         wait_until(
-            lambda: folder.is_dir() and any(n.startswith((TEMPORARY, "__")) for n in os.listdir(folder)),
-            "the save's first data file",
+            # The marker first (its own temporary is not data), then a data file begun.
+            lambda: (
+                folder.is_dir()
+                and "_SAVING" in (names := os.listdir(folder))
+                and any(n.startswith((TEMPORARY, "__")) for n in names)
+            ),
+            "the save's marker and first data file",
             timeout_s=120,
         )
     finally:

@@ -19,6 +19,7 @@ from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.storage.export_manifest import (
     MANIFEST,
     STALE_AFTER_S,
+    WRITER,
     ExportFile,
     Manifest,
     ManifestError,
@@ -58,7 +59,8 @@ def test_export_then_load_with_hugging_face_row_for_row(catalog: LocalCatalog, s
     assert export_table("main.ml.points", "/Volumes/main/ml/exports/points") == "/Volumes/main/ml/exports/points"
     folder = volume_folder(catalog, "main.ml.exports") / "points"
     prefix, parts = committed_layout(folder)
-    assert parts and all(p.startswith("part-") and p.endswith(".parquet") for p in parts)  # no marker, no .crc
+    # No Spark marker, no .crc: Parquet files and the stamp of the process that uploaded them.
+    assert WRITER in parts and all(p.startswith("part-") and p.endswith(".parquet") for p in parts if p != WRITER)
     manifest = json.loads((folder / "_uc_export.json").read_text())
     assert manifest["table"] == "main.ml.points" and manifest["rows"] == 50 and manifest["table_version"] == 0
     assert prefix == f".uc-export-{manifest['id']}"

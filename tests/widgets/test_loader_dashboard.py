@@ -65,6 +65,8 @@ def test_a_dataloader_with_workers_feeds_the_dashboard(catalog: LocalCatalog, co
         for _ in loader:
             clock.advance(0.2)
             latest.append(loader.stats())
+    # A build the poll thread began may finish after the loop (seconds on a loaded machine): it is shown then.
+    wait_until(lambda: watch.dashboard is not None, "the dashboard the poll thread builds", 60)
     assert watch.dashboard is not None and shown == [watch.dashboard.widget]
 
     final = settled(loader, 40)

@@ -16,7 +16,7 @@ import torch.utils.data
 from tests.data.conftest import write_files
 from uc_jupyter.data import DataLoader, UCVolumeDataset
 from uc_jupyter.data.cache import CacheBudgetError, FileCache
-from uc_jupyter.data.loader.fit import files_held_at_once
+from uc_jupyter.data.loader.fit import HARMLESS_BATCH, files_held_at_once
 from uc_jupyter.testing.s3_server import S3TestServer
 
 Volume = Callable[..., tuple[str, Path]]
@@ -48,6 +48,21 @@ def test_a_batch_beyond_a_map_style_datasets_length_is_refused_at_construction()
     sampled = torch.utils.data.RandomSampler(Numbers(10), replacement=True, num_samples=100)
     loader = DataLoader(Numbers(10), batch_size=50, sampler=sampled, num_workers=0, mlflow=False)
     assert [len(batch) for batch in loader] == [50, 50]  # a pass draws what the sampler draws
+
+
+def test_a_modest_batch_beyond_a_pass_is_one_batch_of_it_as_in_torch_unless_drop_last_leaves_nothing() -> None:
+    """The default 32 over 12 items is one batch of 12 (torch's behaviour, a small folder's first
+    try); with drop_last=True the pass would yield nothing, which is refused instead of an empty loop."""
+    loader = DataLoader(Numbers(12), batch_size=32, num_workers=0, mlflow=False)
+    assert [batch.tolist() for batch in loader] == [list(range(12))]
+    assert [
+        len(batch) for batch in DataLoader(Numbers(12), batch_size=HARMLESS_BATCH, num_workers=0, mlflow=False)
+    ] == [12]
+    with pytest.raises(
+        ValueError, match=r"^batch_size 32 with drop_last=True leaves no batch of the 12 items .* at most 12$"
+    ):
+        DataLoader(Numbers(12), batch_size=32, drop_last=True, num_workers=0, mlflow=False)
+    assert len(DataLoader(Numbers(12), batch_size=12, drop_last=True, num_workers=0, mlflow=False)) == 1
 
 
 def test_a_batch_beyond_a_volume_listing_is_refused_at_construction(s3_volume: Volume) -> None:

@@ -171,6 +171,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
             workers=self.num_workers,
             prefetch_factor=self.prefetch_factor,
             waiting_for=waiting_for,
+            drop_last=self.drop_last,
         )
 
     def _forks_unsafely(self) -> bool:

@@ -1,13 +1,16 @@
 """A loader's shape against its dataset, checked as the DataLoader is made, and again as its first
 pass starts for what a listing still arriving left open: each a one-line error at once.
 
-- ``batch_size`` no larger than what a pass holds: the dataset's length (an ``IterableDataset``'s),
-  or what the sampler draws (a map-style one's). torch's batch sampler makes, for an
-  ``IterableDataset``, a list of ``batch_size`` indices per batch and fills it one index at a time
-  before the dataset is asked for anything: ``batch_size=10**9`` took 15.5 GB and a minute before
-  it failed. A length not known yet (a listing still arriving, whose ``len()`` waits for its end)
-  is not waited for when the loader is made; the first pass waits until a batch's worth of items
-  has arrived (no batch could be made before) or the listing has ended.
+- ``batch_size`` against what a pass holds: the dataset's length (an ``IterableDataset``'s), or what
+  the sampler draws (a map-style one's). A batch beyond it is torch's behaviour, one batch holding the
+  whole pass (the default 32 over a folder of 12 images), up to :data:`HARMLESS_BATCH`; beyond that it
+  is refused: torch's batch sampler makes a list of ``batch_size`` slots per batch (for an
+  ``IterableDataset``, filled one index at a time before the dataset is asked for anything), and
+  ``batch_size=10**9`` took 15.5 GB and a minute before it failed. With ``drop_last=True`` any batch
+  beyond the pass is refused: the pass would yield nothing. A length not known yet (a listing still
+  arriving, whose ``len()`` waits for its end) is not waited for when the loader is made; the first
+  pass waits until a batch's worth of items has arrived (no batch could be made before) or the
+  listing has ended.
 - The files the loop cannot do without at once (:func:`files_held_at_once`: a batch in each worker
   and the loop's) against the dataset's cache budget: a dataset that keeps files in a cache while
   they are used says whether its budget can hold them
@@ -19,10 +22,15 @@ Example:
     (192, "a batch in each worker and the loop's: batch_size 64 x (2 workers + 1)")
     >>> most
     (576, 'batch_size 64 x (2 workers x prefetch_factor 4 + 1)')
-    >>> check_fit([1, 2, 3], None, batch_size=4, workers=0, prefetch_factor=None)
+    >>> check_fit([1, 2, 3], None, batch_size=32, workers=0, prefetch_factor=None)  # one batch of 3
+    >>> check_fit([1, 2, 3], None, batch_size=10**9, workers=0, prefetch_factor=None)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: batch_size 4 is larger than the 3 items a pass of this list holds; give a batch_size of at most 3
+    ValueError: batch_size 1,000,000,000 is larger than the 3 items a pass of this list holds; give ... at most 3
+    >>> check_fit([1, 2, 3], None, batch_size=4, workers=0, prefetch_factor=None, drop_last=True)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: batch_size 4 with drop_last=True leaves no batch of the 3 items a pass of this list holds; ...
 """
 
 from __future__ import annotations
@@ -31,9 +39,12 @@ from typing import Any
 
 import torch.utils.data
 
-__all__ = ["check_fit", "files_held_at_once"]
+__all__ = ["HARMLESS_BATCH", "check_fit", "files_held_at_once"]
 
 _TORCH_PREFETCH = 2  # torch's prefetch_factor when workers are given none
+# The largest batch_size let beyond what a pass holds: torch's sampler then lists 64 Ki slots a batch
+# (0.5 MiB) for nothing, no more than a real batch of that size would.
+HARMLESS_BATCH = 1 << 16
 
 
 def files_held_at_once(
@@ -63,8 +74,10 @@ def check_fit(
     workers: int,
     prefetch_factor: int | None,
     waiting_for: int = 0,
+    drop_last: bool = False,
 ) -> None:
-    """Refuse a ``batch_size`` beyond what a pass holds, and a cache budget that cannot hold the
+    """Refuse a ``batch_size`` beyond what a pass holds (past :data:`HARMLESS_BATCH`, or any with
+    ``drop_last``), and a cache budget that cannot hold the
     files the loop holds at once (see the module docstring). ``waiting_for``: how many items of a
     listing still arriving to wait for before its length is judged (0: none, when the loader is made).
 
@@ -75,10 +88,16 @@ def check_fit(
     if batch_size is not None:
         length = _pass_length(dataset, sampler, waiting_for=waiting_for)
         if length is not None and batch_size > length:
-            raise ValueError(
-                f"batch_size {batch_size:,} is larger than the {length:,} items a pass of this "
-                f"{type(dataset).__name__} holds; give a batch_size of at most {length:,}"
-            )
+            holds = f"the {length:,} items a pass of this {type(dataset).__name__} holds"
+            if drop_last and length:
+                raise ValueError(
+                    f"batch_size {batch_size:,} with drop_last=True leaves no batch of {holds}; "
+                    f"give a batch_size of at most {length:,}"
+                )
+            if batch_size > HARMLESS_BATCH:
+                raise ValueError(
+                    f"batch_size {batch_size:,} is larger than {holds}; give a batch_size of at most {length:,}"
+                )
     check_files = getattr(dataset, "check_files_at_once", None)
     if callable(check_files):
         check_files(*files_held_at_once(batch_size, workers, prefetch_factor))
