@@ -55,10 +55,14 @@ def test_storage_options_come_from_a_file_and_pairs_and_a_pair_without_a_key_is_
     home_catalog: Catalog, tmp_path: Path
 ) -> None:
     keys = tmp_path / "keys.json"
-    keys.write_text('{"aws_region": "us-east-1"}')
-    lines, document = run(home_catalog, "create", "credential", "lake", "--options-file", str(keys), "--option", "k=v")
+    keys.write_text('{"AWS_REGION": "us-east-1"}')
+    lines, document = run(
+        home_catalog, "create", "credential", "lake", "--options-file", str(keys), "--option", "key=v"
+    )
     assert lines == ["created storage credential lake"]
-    assert sorted(document["credential"]["option_names"]) == ["aws_region", "k"]
+    assert sorted(document["credential"]["option_names"]) == ["AWS_REGION", "key"]
+    with pytest.raises(ValueError, match=r"^storage credential odd: storage option 'k'; no store takes these options"):
+        run(home_catalog, "create", "credential", "odd", "--option", "k=v")
     with pytest.raises(ValueError, match=r"^--option: give KEY=VALUE") as raised:
         run(home_catalog, "create", "credential", "other", "--option", "s3cr3t")
     assert "s3cr3t" not in str(raised.value)

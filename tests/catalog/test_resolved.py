@@ -18,21 +18,21 @@ def cat(main_ml: LocalCatalog) -> LocalCatalog:
 
 
 @pytest.mark.parametrize(
-    ("location", "path", "package"),
+    ("location", "path", "package", "options"),
     [
-        ("gs://lake/images", "lake/images/c0/a.png", "gcsfs"),
-        ("az://raw/images", "raw/images/c0/a.png", "adlfs"),
-        ("abfss://raw@lake.dfs.core.windows.net/images", "raw/images/c0/a.png", "adlfs|abfss"),
+        ("gs://lake/images", "lake/images/c0/a.png", "gcsfs", {"token": "/keys/service-account.json"}),
+        ("az://raw/images", "raw/images/c0/a.png", "adlfs", {"account_name": "lake", "account_key": "a2V5"}),
+        ("abfss://raw@lake.dfs.core.windows.net/images", "raw/images/c0/a.png", "adlfs|abfss", {"account_key": "a2V5"}),
     ],
 )
 def test_cloud_volumes_resolve_without_their_fsspec_package(
-    cat: LocalCatalog, location: str, path: str, package: str
+    cat: LocalCatalog, location: str, path: str, package: str, options: dict[str, str]
 ) -> None:
-    external_location(cat, location.rsplit("/", 1)[0], {"account_key": "a2V5"})
+    external_location(cat, location.rsplit("/", 1)[0], options)  # each its store's own options
     cat.create_volume("main.ml.images", location)
     resolved = cat.resolve_volume_path("/Volumes/main/ml/images/c0/a.png")
     assert (resolved.url, resolved.path) == (f"{location}/c0/a.png", path)
-    assert resolved.storage_options == {"account_key": "a2V5"}
+    assert resolved.storage_options == options
     with pytest.raises((ImportError, ValueError), match=package):
         resolved.fs  # noqa: B018  (asked for: only then is the filesystem made)
     on_path = cat.resolve_storage_path(location.rsplit("/", 1)[0] + "/other/x.bin")

@@ -24,7 +24,7 @@ from uc_jupyter.storage import cloud
 from uc_jupyter.storage.config import StoreArgs, Unsupported, s3_store_args
 from uc_jupyter.storage.locations import Family, family_of
 
-__all__ = ["is_object_store", "register_store", "store_args"]
+__all__ = ["check_store_options", "is_object_store", "register_store", "store_args"]
 
 StoreMaker = Callable[[str, Mapping[str, Any] | None, Mapping[str, str] | None], StoreArgs]
 _STORES: dict[Family, StoreMaker] = {}
@@ -56,3 +56,33 @@ def store_args(url: str, options: Mapping[str, Any] | None, env: Mapping[str, st
     if make is None:
         raise Unsupported(f"{url.partition('://')[0].lower()}:// is not an object_store scheme")
     return make(url, options, env)
+
+
+# A folder of each family, for options not yet bound to a URL (a storage credential's).
+_EXAMPLES = ("s3://bucket", "gs://bucket", "az://container")
+
+
+def check_store_options(options: Mapping[str, Any], url: str | None = None) -> None:
+    """Refuse, at once, options the store of ``url`` would refuse when first read; without a URL (a
+    storage credential, bound to one later), options that no store (S3, GCS, Azure) takes. Nothing
+    is contacted. A URL no object_store client serves (``file://``) takes any.
+
+    Example:
+        >>> check_store_options({"key": "AKIA", "secret": "s", "endpoint_url": "http://127.0.0.1:9000"})
+        >>> check_store_options({"kee": "AKIA"})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        uc_jupyter.storage.config.Unsupported: storage option 'kee'; no store takes these options (S3, GCS, Azure): ...
+    """
+    if url is not None:
+        if is_object_store(url):
+            store_args(url, options, env={})
+        return
+    refusals = []
+    for example in _EXAMPLES:
+        try:
+            store_args(example, options, env={})
+            return
+        except ValueError as refused:  # Unsupported, or a value the store cannot parse
+            refusals.append(str(refused))
+    raise Unsupported(f"{refusals[0]}; no store takes these options (S3, GCS, Azure): check their names and values")

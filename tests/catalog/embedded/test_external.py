@@ -51,6 +51,30 @@ def test_a_credential_names_its_options_and_never_returns_them(cat: LocalCatalog
     assert [c.name for c in cat.list_storage_credentials()] == ["cred", "lake2"]
 
 
+@pytest.mark.parametrize(
+    ("options", "refused"),
+    [
+        ({"kee": "AKIA", "secret": "s"}, "storage option 'kee'; no store takes these options"),
+        ({"key": "AKIA", "endpoint": "http://127.0.0.1:9000"}, "storage option 'endpoint'"),
+        ({"connection_string": "AccountKey-without-equals"}, "storage option 'connection_string'; no store takes"),
+    ],
+)
+def test_options_no_store_takes_are_refused_at_once_without_their_values(
+    cat: LocalCatalog, options: dict[str, str], refused: str
+) -> None:
+    with pytest.raises(ValueError, match=f"^storage credential odd: {refused}") as raised:
+        cat.create_storage_credential("odd", options)
+    assert "AKIA" not in str(raised.value) and "AccountKey" not in str(raised.value)
+    assert "odd" not in [c.name for c in cat.list_storage_credentials()]
+
+
+def test_a_location_whose_store_refuses_its_credentials_options_is_refused(cat: LocalCatalog) -> None:
+    cat.create_storage_credential("azure", {"account_name": "lake", "account_key": "a2V5"})  # an Azure credential
+    with pytest.raises(ValueError, match="^external location s3_lake with credential azure: storage option 'account_"):
+        cat.create_external_location("s3_lake", "s3://lake/raw", "azure")
+    assert cat.create_external_location("az_lake", "az://lake/raw", "azure").credential_name == "azure"
+
+
 def test_a_credential_without_options_holds_none(cat: LocalCatalog) -> None:
     assert cat.create_storage_credential("env").option_names == ()
     assert cat.storage_credential_options("env") == {}

@@ -126,6 +126,7 @@ class ExternalStorage(Metastore):
         """
         stored = flat_name(SecurableKind.STORAGE_CREDENTIAL, name)
         options = check_options(storage_options, f"credential {stored}")
+        _check_store_options(options, f"storage credential {stored}")
         with self._transaction(write=True) as conn:
             self._require_flat(conn, SecurableKind.METASTORE, METASTORE, Privilege.CREATE_STORAGE_CREDENTIAL)
             if self._flat_row(conn, SecurableKind.STORAGE_CREDENTIAL, stored) is not None:
@@ -231,6 +232,9 @@ class ExternalStorage(Metastore):
                         f"at {row['url']}; locations may not overlap"
                     )
             self._ensure_not_reserved(resolved)
+            if credential_name is not None:  # the credential's options, now for this URL's store
+                options = self._secrets.get("credential", credential_name)
+                _check_store_options(options, f"external location {stored} with credential {credential_name}", resolved)
             conn.execute(
                 "INSERT INTO external_locations (name, url, credential, owner, comment, created_at, id, created_by)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -464,3 +468,28 @@ def _resolved(location: str) -> str:
         return st.resolve_location(location)
     except ValueError:
         return location
+
+
+def _check_store_options(options: dict[str, Any], what: str, url: str | None = None) -> None:
+    """Options the store (of ``url``, or any store) would refuse when first read, refused now, in one
+    line naming ``what`` (never the values: they may be secrets)."""
+    from uc_jupyter.storage.stores import check_store_options  # obstore's option rules, not imported before
+
+    try:
+        check_store_options(options, url)
+    except ValueError as refused:
+        said = str(refused)
+        for value in _strings(options):  # a message that quotes a value (a connection string) keeps it out
+            said = said.replace(value, "***")
+        raise ValueError(f"{what}: {said}") from None
+
+
+def _strings(value: object) -> list[str]:
+    """Every string of three or more characters inside ``value`` (options nest dicts and lists)."""
+    if isinstance(value, str):
+        return [value] if len(value) >= 3 else []
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
