@@ -9,6 +9,7 @@ loop back is named from the stage times the batches carry.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -116,6 +117,37 @@ def test_slow_storage_is_fetch_and_more_reads_in_flight_lower_the_wait(s3_volume
     alone, window = measured(make, 1, step=0.04), measured(deeper, 1, step=0.04)
     assert alone.exposed_wait is not None and window.exposed_wait is not None
     assert window.exposed_wait < alone.exposed_wait * 0.5, (alone.exposed_wait, window.exposed_wait)
+
+
+def test_a_cache_below_the_data_re_downloads_each_epoch_and_the_budget_it_asks_for_lowers_the_wait(
+    s3_volume: Volume, s3: S3TestServer, tmp_path: Path
+) -> None:
+    path, folder = s3_volume()
+    write_files(folder, 32, size=20_000)  # 640 kB a pass
+    s3.configure(latency=0.03)
+
+    def make(budget: int) -> Callable[[int], DataLoader]:
+        def loader(workers: int) -> DataLoader:
+            cache = tmp_path / f"cache-{budget}"  # each budget its own cache: none starts warm
+            dataset = UCVolumeDataset(path, cache="always", cache_dir=cache, cache_max_bytes=budget, min_free_bytes=0)
+            return DataLoader(dataset, batch_size=4, num_workers=workers, persistent_workers=True, mlflow=False)
+
+        return loader
+
+    own = measured(make(320_000), 1, step=0.01)  # the second pass: an LRU cache of half the data keeps nothing of use
+    judged = verdict(own)
+    assert judged.kind == "input-bound" and bound_stage(own) == "fetch", judged.text
+    advice = advise(own, cpus=8)
+    re_downloaded = re.match(r"cache budget 320 kB < data 640 kB: each epoch re-downloads (\d+)%; raise", advice[0])
+    assert re_downloaded and int(re_downloaded[1]) >= 50, advice
+    assert not any("num_workers" in line and "decode" in line for line in advice), advice  # no other cause
+    asked = re.search(r"raise cache_max_bytes to ([\d.]+) (kB|MB) \(the data, the files in flight", advice[0])
+    assert asked, advice
+    raised = int(float(asked[1]) * {"kB": 1e3, "MB": 1e6}[asked[2]])
+    applied = measured(make(raised), 1, step=0.01)  # its second pass reads every file from the cache
+    assert own.exposed_wait is not None and applied.exposed_wait is not None
+    assert applied.exposed_wait < own.exposed_wait * 0.5, (own.exposed_wait, applied.exposed_wait)
+    assert applied.hit_rate == 1.0 and not any("cache" in line for line in advise(applied, cpus=8))
 
 
 def test_a_slow_transform_is_decode_and_the_workers_it_asks_for_lower_the_wait(files: str) -> None:

@@ -252,17 +252,19 @@ def _cache_advice(figures: Snapshot, workers: Sequence[Sample]) -> str:
     budget = figures.cache_max_bytes
     # The cache is shared by every rank on the machine: the data it must hold is the whole pass's.
     data = sum(s.bytes for s in figures.samples.values() if s.worker != MAIN_WORKER)
+    keeps = format_bytes(_round_up(_budget_to_keep(figures, data)))
     if budget and data > budget:
         return (
             f"cache budget {format_bytes(budget)} < data {format_bytes(data)}: each epoch re-downloads "
-            f"{missed:.0%}; raise cache_max_bytes to {format_bytes(_round_up(data * 1.1))}"
+            f"{missed:.0%}; raise cache_max_bytes to {keeps} (the data, the files in flight and the "
+            "cache's headroom)"
         )
     streamed = sum(w.streamed for w in workers)
     if budget and streamed > 0.5 * misses:
         return (
             f"{missed:.0%} of files were downloaded and streamed through the cache, not kept (cache='never', or "
             f"a cache full of other data): every epoch downloads {format_bytes(figures.bytes_downloaded)}; "
-            f"cache='auto' with room for {format_bytes(_round_up(data * 1.1))} reads the next epochs locally"
+            f"cache='auto' with room for {keeps} reads the next epochs locally"
         )
     if budget and missed > 0.5:
         return (
@@ -272,9 +274,31 @@ def _cache_advice(figures: Snapshot, workers: Sequence[Sample]) -> str:
     if not budget and figures.bytes_downloaded:
         return (
             f"no cache: every epoch downloads {format_bytes(figures.bytes_downloaded)}; cache='always' with "
-            f"cache_max_bytes of {format_bytes(_round_up(data * 1.1))} reads the next epochs locally"
+            f"cache_max_bytes of {keeps} reads the next epochs locally"
         )
     return ""
+
+
+def _budget_to_keep(figures: Snapshot, data: int) -> int:
+    """The cache budget under which a pass's ``data`` stays resident: the cache first leaves room for
+    the files each loader holds at once (every batch its workers were asked for, and the loop's) and
+    for each stream's download window at its deepest (:mod:`uc_jupyter.data.volume.keeping`); a
+    budget just above the data kept half of it in the injected test."""
+    # Here, not at the top: uc_jupyter.data imports torch, which the rules need only with cache advice.
+    from uc_jupyter.data.loader.defaults import DEFAULT_PREFETCH
+    from uc_jupyter.data.volume.keeping import budget_to_keep
+    from uc_jupyter.data.volume.pace import MAX_DEPTH
+
+    streams = [s for s in figures.samples.values() if s.worker != MAIN_WORKER and s.files]
+    files = sum(s.files for s in streams)
+    if not files:
+        return data
+    held = sum(
+        loop.samples / loop.batches * (len(loop.worker_queue_depths) * DEFAULT_PREFETCH + 1)
+        for loop in figures.loops().values()
+    )
+    window = (held + len(streams) * MAX_DEPTH) * data / files
+    return budget_to_keep(data, window=int(window))
 
 
 def _worker_advice(
@@ -397,17 +421,20 @@ def _more_workers(loop: Sample, count: int, cpus: int | None, share: float) -> i
 
 def _expected_wait(loop: Sample, now: int, then: int) -> float | None:
     """The exposed wait expected with ``then`` workers instead of ``now``, from the stage times: each
-    batch takes ``P`` seconds to make (its stages' seconds) and ``then`` workers make one every
-    ``P / then``; the loop's step ``S`` hides that much, the transfer stays. With workers already,
-    the measured wait shrinks by what the added workers save (``P / now - P / then``). None without
-    stage times.
+        batch takes ``P`` seconds to make (its stages' seconds) and ``then`` workers make one every
+        ``P / then``; the loop's step ``S`` hides that much, the transfer stays. With workers already,
+        the measured wait shrinks by what the added workers save (``P / now - P / then``). None without
+        stage times.
 
-    Example:
-        >>> from uc_jupyter.telemetry.model import Histogram
-        >>> loop = Sample(rank=0, worker=-1, seq=1, time=2.0, batches=10, made=(0.0, 0.4, 0.0),
-        ...               between=Histogram.of([0.01] * 10), exposed=(0.0, 0.3, 0.0, 0.0, 0.0))
-        >>> round(_expected_wait(loop, 1, 2), 2), round(_expected_wait(loop, 1, 4), 2)  # 30 ms a batch -> 10, 0
-        (0.5, 0.0)
+        Example:
+            >>> from uc_jupyter.data.loader.defaults import DEFAULT_PREFETCH
+    from uc_jupyter.data.volume.keeping import budget_to_keep
+    from uc_jupyter.data.volume.pace import MAX_DEPTH
+    from uc_jupyter.telemetry.model import Histogram
+            >>> loop = Sample(rank=0, worker=-1, seq=1, time=2.0, batches=10, made=(0.0, 0.4, 0.0),
+            ...               between=Histogram.of([0.01] * 10), exposed=(0.0, 0.3, 0.0, 0.0, 0.0))
+            >>> round(_expected_wait(loop, 1, 2), 2), round(_expected_wait(loop, 1, 4), 2)  # 30 ms a batch -> 10, 0
+            (0.5, 0.0)
     """
     steps = loop.between.count
     making = sum(loop.made)

@@ -60,7 +60,9 @@ from uc_jupyter.data.cache.ledger import (
 )
 from uc_jupyter.processes import alive
 
-__all__ = ["Budget", "Outcome", "admit", "disk_free"]
+__all__ = ["DEFAULT_HEADROOM", "Budget", "Outcome", "admit", "disk_free"]
+
+DEFAULT_HEADROOM = 0.1  # the fraction of the budget kept for files streamed past a full cache, by default
 
 # For each file: a ticket (download it), "present" (look it up), "busy" (another download is under
 # way: wait for it) or None (no room now).

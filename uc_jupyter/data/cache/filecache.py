@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Literal
 from uc_jupyter.catalog.rules.reserved import reserve as reserve_folder
 from uc_jupyter.config import settings
 from uc_jupyter.data.cache import layout, ledger, streams
-from uc_jupyter.data.cache.admission import Budget, Outcome, admit, disk_free
+from uc_jupyter.data.cache.admission import DEFAULT_HEADROOM, Budget, Outcome, admit, disk_free
 from uc_jupyter.data.cache.checks import Checks
 from uc_jupyter.data.cache.disk import DISK_BUDGET_MIN, charge, structure
 from uc_jupyter.data.cache.errors import CacheBudgetError
@@ -92,7 +92,7 @@ class FileCache:
         *,
         max_bytes: int | None = None,
         min_free_bytes: int | None = None,
-        headroom: float = 0.1,
+        headroom: float = DEFAULT_HEADROOM,
         grace_seconds: float = 600.0,
         wait_seconds: float = 120.0,
         starve_seconds: float = 1.0,

@@ -52,6 +52,7 @@ from pathlib import Path
 
 from uc_jupyter.data.cache import CachedFile, FileCache, Ticket
 from uc_jupyter.data.stream.loop_progress import UNKNOWN, Consumer
+from uc_jupyter.data.volume.keeping import may_keep
 from uc_jupyter.data.volume.pace import Pace, budget_cap, depth_cap
 from uc_jupyter.storage.downloads import Downloads, Job, Wanted
 from uc_jupyter.storage.errors import VolumeReadError
@@ -275,15 +276,18 @@ class Prefetcher:
     def _may_keep(self, needing: Sequence[_Slot]) -> bool:
         """Whether these misses may stay resident: only while the resident set leaves room, within
         the budget less its headroom, for the files the consumer holds at once and for every
-        stream's window (at these files' mean size), but never more than half the budget. Past that
+        stream's window (at these files' mean size), but never more than half the budget
+        (:mod:`~uc_jupyter.data.volume.keeping`). Past that
         they stream through the cache: a resident set that took the room of the files in use would
         leave each stream one download at a time, waiting for the loop to move past a batch."""
         if not self._in_use:
             return True  # a consumer that says nothing: the cache's own headroom decides
         cache = self.cache
         mean = sum(s.wanted.size for s in needing) / len(needing)
-        room = min((self._in_use + self._streams * self.pace.depth()) * mean, cache.max_bytes / 2)
-        return cache.resident_bytes() + room <= cache.max_bytes * (1.0 - cache.headroom)
+        window = (self._in_use + self._streams * self.pace.depth()) * mean
+        return may_keep(
+            resident=cache.resident_bytes(), window=window, max_bytes=cache.max_bytes, headroom=cache.headroom
+        )
 
     def _ended(self, slot: _Slot, ticket: Ticket, started: float, download: cf.Future[None]) -> None:
         """Put the file in place as soon as its download ends, so that others waiting for it (other
