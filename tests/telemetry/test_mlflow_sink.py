@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import threading
 import warnings
@@ -14,7 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from uc_jupyter import notices
-from uc_jupyter.telemetry.mlflow_sink import MlflowSink, metric_names, wait_all
+from uc_jupyter.telemetry.mlflow_sink import (
+    JOB_METRICS,
+    RUN_VARIABLE,
+    MlflowSink,
+    active_run_id,
+    logging_to,
+    metric_names,
+    wait_all,
+)
 from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot
 from uc_jupyter.testing.clocks import ManualClock
 
@@ -369,3 +378,30 @@ def test_the_exposed_wait_is_logged_in_seconds_per_batch_and_split_by_stage() ->
         0.01
     )
     assert names["exposed_fetch"] == "dataloader/exposed_seconds/fetch/rank_0"
+
+
+def test_the_jobs_sink_logs_its_worst_ranks_wait_under_the_job_keys() -> None:
+    log = Recorder()
+    job = MlflowSink("run", None, log, start=HeldThreads())
+    slow = dataclasses.replace(after(4, seconds=0.05).samples[(0, MAIN_WORKER)], rank=1)
+    job.end_pass(Snapshot({**after(4).samples, slow.producer: slow}, 4.0))
+    job.wait()
+    ((values,),) = [[{key: value for key, (value, _) in call.items()}] for call in log.calls]
+    assert set(values) == set(JOB_METRICS.values()) and values[JOB_METRICS["max_exposed_wait_rank"]] == 1.0
+    assert abs(values[JOB_METRICS["max_exposed_wait_seconds"]] - 4 * 0.05 / 3) < 1e-9
+
+
+def test_a_ranks_call_carries_the_kernels_run_and_leaves_the_environment_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(RUN_VARIABLE, raising=False)
+    monkeypatch.setenv("MLFLOW_RUN_ID", "set-by-the-user")
+    carried = json.dumps({"run_id": "kernels", "tracking_uri": "sqlite:////tmp/kernel.db"})
+    with logging_to(carried):
+        assert active_run_id() == "kernels"  # before MLFLOW_RUN_ID: the call's run
+        with logging_to(None):  # a call made without a run, nested: none carried
+            assert active_run_id() == "set-by-the-user" and RUN_VARIABLE not in os.environ
+        assert os.environ[RUN_VARIABLE] == carried
+    assert RUN_VARIABLE not in os.environ and active_run_id() == "set-by-the-user"
+    monkeypatch.setenv(RUN_VARIABLE, "not json")
+    assert active_run_id() == "set-by-the-user"  # a variable that cannot be read is not a run

@@ -180,7 +180,7 @@ class _Rank:
         except ValueError as exc:
             self._answer(call, failure=failure_of(exc, self.rank), pump=pump)
             return
-        with _acting_as(call.principal):
+        with _acting_as(call.principal), mlflow_sink.logging_to(call.mlflow_run):
             self._run(call, interruptible, pump)
 
     def _run(self, call: Call, interruptible: _Interruptible, pump: _OutputPump) -> None:

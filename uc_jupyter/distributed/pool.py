@@ -71,6 +71,7 @@ from uc_jupyter.distributed.protocol import (
 )
 from uc_jupyter.distributed.start import start_ranks
 from uc_jupyter.distributed.status import PoolStatus, RankInfo
+from uc_jupyter.telemetry import mlflow_sink
 from uc_jupyter.telemetry.collector import Collector
 
 __all__ = [
@@ -288,6 +289,7 @@ class RankPool:
         shown = self.shown_ranks(show)
         limit = seconds(timeout, "timeout") if timeout is not None else self.timeout
         principal = _caller()  # read here, in the caller's thread and context: who this call is made as
+        run = mlflow_sink.caller_run()  # the MLflow run active here: the ranks' loaders log into it
         with self._lock:
             if self._generation is None:
                 self._generation = self._launch_with_retries(principal)
@@ -298,8 +300,19 @@ class RankPool:
             try:
                 for handle in generation.ranks:
                     with contextlib.suppress(OSError):  # a dead rank shows up as Exited below
-                        handle.send(Call(call_id=call_id, kind=kind, payload=payload, principal=principal))
-                outcome = self._collect(generation, call_id, limit, shown)
+                        handle.send(
+                            Call(call_id=call_id, kind=kind, payload=payload, principal=principal, mlflow_run=run)
+                        )
+                # The job's worst rank into the same run, from the ranks' telemetry as it arrives.
+                job = (
+                    None
+                    if run is None
+                    else mlflow_sink.MlflowSink.for_active_run(None, baseline=self.collector.snapshot)
+                )
+                outcome = self._collect(generation, call_id, limit, shown, job)
+                if job is not None:
+                    job.end_pass(self.collector.snapshot())
+                    job.wait()  # the job's points are in the run when the call returns, as the ranks' are
             finally:
                 self._busy = False
             if outcome.killed or outcome.died:
@@ -307,7 +320,14 @@ class RankPool:
             self._announce()
         return results(outcome, limit, self.stop_grace)
 
-    def _collect(self, generation: Generation, call_id: int, timeout: float | None, shown: set[int]) -> Outcome:
+    def _collect(
+        self,
+        generation: Generation,
+        call_id: int,
+        timeout: float | None,
+        shown: set[int],
+        job: mlflow_sink.MlflowSink | None = None,
+    ) -> Outcome:
         outcome = Outcome(self.size)
         deadline = time.monotonic() + timeout if timeout is not None else math.inf
         first_failure: float | None = None
@@ -333,6 +353,8 @@ class RankPool:
                 if now >= kill_at:
                     outcome.killed = tuple(outcome.pending)
                     break
+                if job is not None and job.due():
+                    job.hand_over(self.collector.snapshot())
                 if now >= next_poll:  # a rank's children can hold its channel open after it died
                     next_poll = now + 0.5
                     for rank in outcome.pending:

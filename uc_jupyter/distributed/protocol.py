@@ -48,12 +48,15 @@ CallKind = Literal["run", "execute", "push", "pull"]
 class Call:
     """Run something: ``run`` (a function, args, kwargs), ``execute`` (cell source), ``push`` (a dict
     of names to bind), ``pull`` (a tuple of names to send back). ``payload`` is cloudpickled.
-    ``principal`` is who the call was made as in the kernel: the rank acts as that principal for it."""
+    ``principal`` is who the call was made as in the kernel: the rank acts as that principal for it.
+    ``mlflow_run``: the MLflow run active in the kernel (:func:`~uc_jupyter.telemetry.mlflow_sink.caller_run`),
+    which the rank's loaders log into for the call."""
 
     call_id: int
     kind: CallKind
     payload: bytes
     principal: str
+    mlflow_run: str | None = None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,10 @@ steady-state time it waited for data: a pass's start-up left out) and
 ``dataloader/exposed_wait_seconds/rank_R`` (the steady-state wait per batch) and, where the stages
 were timed, what each caused of it: ``dataloader/exposed_seconds/<stage>/rank_R`` for the stages
 ``fetch``, ``decode``, ``collate``, ``transfer`` and ``other`` (per batch; they add up to the former).
+For the job, a kernel running ranks (:mod:`uc_jupyter.distributed`) logs from their telemetry
+``dataloader/max_exposed_wait_seconds`` (the exposed wait per batch of the rank that waited most:
+under DDP it sets the step), ``dataloader/max_exposed_wait`` (its share) and
+``dataloader/max_exposed_wait_rank`` (which rank); :mod:`~uc_jupyter.telemetry.mlflow_windows`.
 Each point is one *window*: the batches since the previous one (means, variances, p95 of that
 window), logged at a step that only grows (batches delivered so far); a window without a new batch
 logs nothing.
@@ -35,8 +39,10 @@ dropped. Nothing is buffered without a run; a failing MLflow
 gives one notice line (once per process) and training goes on. In a notebook
 :func:`quiet_mlflow_logging` keeps MLflow's INFO lines out of cells.
 
-The run is the active fluent run of this process, or the one ``MLFLOW_RUN_ID`` names (how ranks
-reach their parent's run). Workers never log: the fluent API there silently starts stray runs.
+The run is the active fluent run of this process; in a rank without one, the kernel's run its call
+was made in (:func:`caller_run`, :func:`logging_to`: every rank's keys and the job's land in the
+notebook's run); else the one ``MLFLOW_RUN_ID`` names. Workers never log: the fluent API there
+silently starts stray runs.
 
 Example:
     >>> sink = MlflowSink.for_active_run(rank=0)  # None when no run is active   # doctest: +SKIP
@@ -51,19 +57,31 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import json
 import os
 import queue
 import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from uc_jupyter.notices import notice
-from uc_jupyter.telemetry.model import EXPOSED_STAGES, MAIN_WORKER, Histogram, Sample, Snapshot, wait_share
+from uc_jupyter.telemetry.mlflow_windows import JOB_METRICS, JobWindows, RankWindows, metric_names
+from uc_jupyter.telemetry.model import Snapshot
 
-__all__ = ["MlflowSink", "active_run_id", "metric_names", "quiet_mlflow_logging", "wait_all"]
+__all__ = [
+    "JOB_METRICS",
+    "RUN_VARIABLE",
+    "MlflowSink",
+    "active_run_id",
+    "caller_run",
+    "logging_to",
+    "metric_names",
+    "quiet_mlflow_logging",
+    "wait_all",
+]
 
 # Each said once per process, as one line (uc_jupyter.notices), not once per loader or per window.
 _UNAVAILABLE = "uc_jupyter.telemetry.mlflow_sink: unavailable"
@@ -72,23 +90,8 @@ _QUIET = "WARNING"  # MLflow's INFO lines ("Created MLflow experiment", run link
 
 _WAIT_SECONDS = 30.0  # the most a wait for MLflow lasts before giving up on it
 _WINDOWS_PER_CALL = 60  # 15 metrics at most each: within log_batch's 1000 metrics per call
-
-
-def metric_names(rank: int) -> dict[str, str]:
-    prefix = "dataloader"
-    return {
-        "fetch": f"{prefix}/fetch_seconds/rank_{rank}",
-        "fetch_variance": f"{prefix}/fetch_seconds_variance/rank_{rank}",
-        "between": f"{prefix}/between_next_seconds/rank_{rank}",
-        "between_variance": f"{prefix}/between_next_seconds_variance/rank_{rank}",
-        "fetch_p95": f"{prefix}/fetch_seconds_p95/rank_{rank}",
-        "samples_per_second": f"{prefix}/samples_per_second/rank_{rank}",
-        "cache_hit_rate": f"{prefix}/cache_hit_rate/rank_{rank}",
-        "exposed_wait": f"{prefix}/exposed_wait/rank_{rank}",
-        "startup_seconds": f"{prefix}/startup_seconds/rank_{rank}",
-        "exposed_wait_seconds": f"{prefix}/exposed_wait_seconds/rank_{rank}",
-        **{f"exposed_{stage}": f"{prefix}/exposed_seconds/{stage}/rank_{rank}" for stage in EXPOSED_STAGES},
-    }
+# In a rank, for a call: the kernel's run (caller_run), which the rank's loaders log into.
+RUN_VARIABLE = "UC_JUPYTER_MLFLOW_RUN"
 
 
 def quiet_mlflow_logging() -> None:
@@ -110,14 +113,68 @@ def quiet_mlflow_logging() -> None:
 
 
 def active_run_id() -> str | None:
-    """The fluent run active in this process, else ``MLFLOW_RUN_ID``; never imports mlflow itself
-    (an active fluent run means it is imported already)."""
+    """The run this process logs to: its active fluent run, else the kernel's run that a rank's
+    call carries (:func:`logging_to`), else ``MLFLOW_RUN_ID``; never imports mlflow itself (an
+    active fluent run means it is imported already)."""
+    found = _active_run()
+    return found[0] if found is not None else None
+
+
+def _active_run() -> tuple[str, str | None] | None:
+    """:func:`active_run_id` and the tracking URI to reach it at (None: MLflow's own default)."""
     mlflow = sys.modules.get("mlflow")
     if mlflow is not None:
         active = mlflow.active_run()
         if active is not None:
-            return str(active.info.run_id)
-    return os.environ.get("MLFLOW_RUN_ID") or None
+            return str(active.info.run_id), None
+    carried = os.environ.get(RUN_VARIABLE)
+    if carried:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            run = json.loads(carried)
+            return str(run["run_id"]), str(run["tracking_uri"])
+    run_id = os.environ.get("MLFLOW_RUN_ID")
+    return (run_id, None) if run_id else None
+
+
+def caller_run() -> str | None:
+    """The run active in this process (a kernel), as a rank's call carries it: its id and tracking
+    URI; None when none is active. The ranks' loaders log their per-rank keys into it
+    (:func:`logging_to`), as the reference runtime's do into the notebook's run.
+
+    Example:
+        >>> with mlflow.start_run():                       # doctest: +SKIP
+        ...     carried = caller_run()                     # what pool calls send their ranks
+    """
+    mlflow = sys.modules.get("mlflow")
+    active = mlflow.active_run() if mlflow is not None else None
+    if mlflow is None or active is None:
+        return None
+    return json.dumps({"run_id": active.info.run_id, "tracking_uri": mlflow.get_tracking_uri()})
+
+
+@contextlib.contextmanager
+def logging_to(run: str | None) -> Iterator[None]:
+    """For one call in a rank: loaders log into ``run`` (:func:`caller_run`, the kernel's; None:
+    none unless the rank starts its own). The rank's environment before the call comes back after
+    it, so a later call made without a run logs nothing into an old one. MLflow's own variables are
+    left alone: ``MLFLOW_RUN_ID`` would make a ``start_run()`` in the rank resume, and end, the kernel's run.
+
+    Example:
+        >>> with logging_to(call.mlflow_run):              # doctest: +SKIP
+        ...     run_the_call()
+    """
+    before = os.environ.get(RUN_VARIABLE)
+    if run is None:
+        os.environ.pop(RUN_VARIABLE, None)
+    else:
+        os.environ[RUN_VARIABLE] = run
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(RUN_VARIABLE, None)
+        else:
+            os.environ[RUN_VARIABLE] = before
 
 
 class _Window(NamedTuple):
@@ -125,12 +182,6 @@ class _Window(NamedTuple):
     step: int
     stamp: int  # milliseconds since the epoch, when the window closed
     running: bool  # the run was seen running as it closed (else the thread asks the store)
-
-
-# The cumulative counters a window is measured against: fetch, between, samples, hits, misses, time.
-# fetch, between, samples, hits, misses, the snapshot's time, then the loop's setup and first waits so
-# far, and its exposed seconds per stage
-_Totals = tuple[Histogram, Histogram, int, int, int, float, float, float, tuple[float, ...]]
 
 
 class MlflowSink:
@@ -158,7 +209,7 @@ class MlflowSink:
     def __init__(
         self,
         run_id: str,
-        rank: int,
+        rank: int | None,
         log_batch: Callable[..., Any],
         *,
         interval: float = 10.0,
@@ -173,9 +224,9 @@ class MlflowSink:
         self._log_batch, self._running_here, self._run_end = log_batch, running_here, run_end
         self._interval, self._clock, self._wall = interval, clock, wall
         self._start = start or _SENDER
-        self._names = metric_names(rank)
+        self._names = metric_names(rank) if rank is not None else JOB_METRICS
+        self._windows = RankWindows(rank, baseline) if rank is not None else JobWindows(baseline)
         self._last_window = clock()
-        self._previous: _Totals | None = None if baseline is None else self._totals(baseline)
         self.ended = False  # the run ended: windows closed from now on are not logged
         self._end_stamp: float | None = None  # when the store said it ended (ms since the epoch)
         self._broken = False  # MLflow failed: nothing more is logged
@@ -193,31 +244,33 @@ class MlflowSink:
     @classmethod
     def for_active_run(
         cls,
-        rank: int,
+        rank: int | None,
         current: MlflowSink | None = None,
         *,
         baseline: Callable[[], Snapshot] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> MlflowSink | None:
-        """A sink for the active run (or ``MLFLOW_RUN_ID``); ``current`` when it already logs to
-        that run (its :meth:`begin_pass` then runs: call this as a pass begins); None when there is
-        no run or MLflow fails. ``baseline`` gives the loader's snapshot now, asked only for a new
+        """A sink for the run this process logs to (:func:`active_run_id`); ``current`` when it
+        already logs to that run (its :meth:`begin_pass` then runs: call this as a pass begins);
+        None when there is no run or MLflow fails. ``rank`` None: the job's sink (a kernel's, over
+        its ranks' telemetry). ``baseline`` gives the loader's snapshot now, asked only for a new
         sink; ``clock`` is the loader's.
 
         Example:
             >>> sink = MlflowSink.for_active_run(0, sink, baseline=loader.stats)   # doctest: +SKIP
         """
         try:
-            run_id = active_run_id()
-            if not run_id:
+            found = _active_run()
+            if found is None:
                 return None
+            run_id, tracking_uri = found
             if current is not None and current.run_id == run_id and not current.ended:
                 current.begin_pass()
                 return current
             import mlflow
             from mlflow.tracking import MlflowClient
 
-            client = MlflowClient()
+            client = MlflowClient(tracking_uri=tracking_uri)
             own = (active := mlflow.active_run()) is not None and active.info.run_id == run_id
 
             def running_here() -> bool | None:
@@ -307,62 +360,11 @@ class MlflowSink:
         if running is False:
             self.ended = True  # this process ended its run: this window came after
             return None
-        found = self._loop_totals(snapshot)
+        found = self._windows.close(snapshot)
         if found is None:
             return None
-        loop, totals = found
-        fetch, between, samples, hits, misses, now, setup, first_waits, stages = totals
-        if self._previous is not None:
-            old_fetch, old_between, old_samples, old_hits, old_misses, old_time, old_setup, old_first, old_stages = (
-                self._previous
-            )
-            window_fetch, window_between = fetch.minus(old_fetch), between.minus(old_between)
-            window_samples, window_hits, window_misses = samples - old_samples, hits - old_hits, misses - old_misses
-            elapsed, setup, first_waits = now - old_time, setup - old_setup, first_waits - old_first
-            stages = tuple(a - b for a, b in zip(stages, old_stages, strict=True))
-        else:
-            window_fetch, window_between, window_samples = fetch, between, samples
-            window_hits, window_misses, elapsed = hits, misses, now - loop.started
-        if window_fetch.count == 0:
-            return None
-        self._previous = totals
-        values = {
-            "fetch": window_fetch.mean,
-            "fetch_variance": window_fetch.variance,
-            "between": window_between.mean,
-            "between_variance": window_between.variance,
-            "fetch_p95": window_fetch.quantile(0.95),
-            "samples_per_second": window_samples / elapsed if elapsed > 0 else 0.0,
-        }
-        if window_hits + window_misses:
-            values["cache_hit_rate"] = window_hits / (window_hits + window_misses)
-        exposed = wait_share(max(0.0, window_fetch.total - first_waits), window_between.total)
-        if exposed is not None:
-            values["exposed_wait"] = exposed
-        if setup + first_waits > 0:
-            values["startup_seconds"] = setup + first_waits
-        steady = window_between.count  # the window's batches past their pass's first
-        if steady:
-            values["exposed_wait_seconds"] = max(0.0, window_fetch.total - first_waits) / steady
-            if any(stages):  # the stages were timed (batches of a dataset of ours)
-                values.update(
-                    {f"exposed_{stage}": max(0.0, x) / steady for stage, x in zip(EXPOSED_STAGES, stages, strict=True)}
-                )
-        return _Window(values, loop.batches, int(self._wall() * 1000), running is True)
-
-    def _loop_totals(self, snapshot: Snapshot) -> tuple[Sample, _Totals] | None:
-        """This rank's loop sample in ``snapshot`` and the rank's cumulative totals (None: no loop yet)."""
-        mine = [s for s in snapshot.samples.values() if s.rank == self.rank]
-        loop = next((s for s in mine if s.worker == MAIN_WORKER), None)
-        if loop is None:
-            return None
-        hits, misses = sum(s.hits for s in mine), sum(s.misses for s in mine)
-        totals = (loop.fetch, loop.between, loop.samples, hits, misses, snapshot.time, loop.setup, loop.first_waits)
-        return loop, (*totals, loop.exposed)
-
-    def _totals(self, snapshot: Snapshot) -> _Totals | None:
-        found = self._loop_totals(snapshot)
-        return None if found is None else found[1]
+        values, step = found
+        return _Window(values, step, int(self._wall() * 1000), running is True)
 
     def _send_waiting(self) -> None:
         """The background sender: log what waits, until nothing does."""

@@ -27,7 +27,7 @@ from uc_jupyter.data import DataLoader, UCVolumeDataset
 from uc_jupyter.data.cache import CacheBudgetError, FileCache
 from uc_jupyter.data.loader.dataloader import BatchTiming
 from uc_jupyter.processes import free_port
-from uc_jupyter.telemetry.mlflow_sink import metric_names
+from uc_jupyter.telemetry.mlflow_sink import JOB_METRICS, metric_names
 from uc_jupyter.testing.clocks import ManualClock
 from uc_jupyter.testing.scripts import run_python
 from uc_jupyter.testing.waits import wait_until
@@ -466,6 +466,57 @@ def test_a_rank_call_returns_with_its_points_in_the_run(tracking: Any) -> None:
             assert [fetch_steps(tracking, run.info.run_id, rank) for rank in (0, 1)] == [[4], [4]]
         finally:
             pool.shutdown()
+
+
+def test_ranks_log_into_the_kernels_run_and_the_kernel_logs_the_jobs_worst_rank(
+    tracking: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Called inside ``with mlflow.start_run()``, ranks log their keys into that run without being
+    told (the call carries it, and the kernel's tracking URI: the ranks' environment names none), and
+    the kernel logs the job's maximum exposed wait from their telemetry: rank 1, whose items take 5 ms,
+    is the rank it names. A later call made without a run logs nothing into it."""
+    from uc_jupyter.distributed.pool import RankPool
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # only mlflow.set_tracking_uri, in this process
+    cell = textwrap.dedent(
+        """
+        import time, torch.distributed as dist
+        from uc_jupyter.data import DataLoader
+
+        class Items:
+            def __init__(self, seconds):
+                self.seconds = seconds
+            def __len__(self):
+                return 32
+            def __getitem__(self, index):
+                time.sleep(self.seconds)
+                return index
+
+        loader = DataLoader(Items(0.005 if dist.get_rank() == 1 else 0.0), batch_size=4, num_workers=0)
+        delivered = 0
+        for batch in loader:
+            time.sleep(0.005)  # the step
+            delivered += len(batch)
+        delivered
+        """
+    )
+    pool = RankPool(2, devices="cpu", stop_grace=2.0)
+    try:
+        with tracking.start_run() as run:
+            assert pool.execute(cell) == [32, 32]
+            client = tracking.tracking.MlflowClient()
+            waits = [
+                client.get_metric_history(run.info.run_id, metric_names(r)["exposed_wait_seconds"]) for r in (0, 1)
+            ]
+            assert [[m.step for m in history] for history in waits] == [[8], [8]]
+            (worst,) = client.get_metric_history(run.info.run_id, JOB_METRICS["max_exposed_wait_seconds"])
+            (which,) = client.get_metric_history(run.info.run_id, JOB_METRICS["max_exposed_wait_rank"])
+            assert which.value == 1.0 and worst.step == 8
+            assert abs(worst.value - waits[1][0].value) < 1e-6 and worst.value > 4 * waits[0][0].value + 0.01
+        assert pool.execute(cell) == [32, 32]
+        assert [len(client.get_metric_history(run.info.run_id, metric_names(r)["fetch"])) for r in (0, 1)] == [1, 1]
+    finally:
+        pool.shutdown()
 
 
 def test_nothing_is_logged_after_the_run_has_ended(tracking: Any, s3_volume: Volume) -> None:

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
@@ -30,6 +31,11 @@ from uc_jupyter.data.loader.torch_tasks import delivered_worker, tasks
 from uc_jupyter.data.loader.workers import Counted
 from uc_jupyter.data.volume.decode import DecodeError, from_worker
 from uc_jupyter.telemetry.model import BUCKET_BOUNDS, EXPOSED_STAGES, MADE_STAGES, MAIN_WORKER, Histogram, Sample
+
+# The loop's samples are numbered across the process's loaders: a collector keeps the newest sample
+# of (rank, loop), so a rank's next loader (the next call's, in a pool) replaces the previous one's at
+# once rather than once it has sent as many samples.
+_SEQUENCE = itertools.count(1)
 
 if TYPE_CHECKING:
     from uc_jupyter.data.stream.loop_progress import Progress
@@ -198,7 +204,7 @@ class LoopTiming:
     def sample(
         self, rank: int, now: float, started: float, depths: tuple[int, ...], *, persistent: bool = False
     ) -> Sample:
-        self.seq += 1
+        self.seq = next(_SEQUENCE)
         return Sample(
             rank=rank,
             worker=MAIN_WORKER,
