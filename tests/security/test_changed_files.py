@@ -71,7 +71,8 @@ def read_all(dataset: UCVolumeDataset) -> None:
 
 
 CHANGES = {  # name: (listed size, size now, what the error says of it on each path)
-    "grown": (SMALL, MUCH_LARGER, {"object-store": f"more than {SMALL}", "thread-downloads": f"more than {SMALL}"}),
+    # object_store sends the listed ETag (If-Match): the store refuses, and a HEAD says the size now.
+    "grown": (SMALL, MUCH_LARGER, {"object-store": str(MUCH_LARGER), "thread-downloads": f"more than {SMALL}"}),
     "grown-large": (LARGE, MUCH_LARGER, {"object-store": str(MUCH_LARGER), "thread-downloads": f"more than {LARGE}"}),
     "shrunk": (SMALL, 100, {"object-store": "100", "thread-downloads": "100"}),
     "empty-grown": (0, MUCH_LARGER, {"object-store": str(MUCH_LARGER), "thread-downloads": str(MUCH_LARGER)}),
@@ -123,3 +124,28 @@ def test_a_local_file_appended_to_after_the_listing_fails_the_pass_the_same_way(
     )
     if cache == "always":
         assert os.listdir(tmp_path / "cache" / "tmp") == []
+
+
+def test_a_same_size_rewrite_after_the_listing_fails_the_pass_by_its_etag_and_nothing_is_cached(
+    catalog: LocalCatalog, s3_server: S3TestServer, tmp_path: Path
+) -> None:
+    """The rewrite an attacker hopes goes unseen: as many bytes, other content. The listing's ETag
+    goes with each download (If-Match): the store refuses another version, the pass fails naming
+    the file, and the cache holds nothing under the listed version's key (a later listing of the
+    same ETag would otherwise be served the rewrite)."""
+    where, folder = volume(catalog, s3_server, {"a.bin": SMALL, "b.bin": SMALL}, "object-store")
+    cache = tmp_path / "cache"
+    dataset = UCVolumeDataset(where, cache="always", cache_dir=cache, cache_max_bytes=10**8, min_free_bytes=0)
+    (folder / "b.bin").unlink()
+    (folder / "b.bin").write_bytes(os.urandom(SMALL))  # same size, another object
+    with pytest.raises(VolumeReadError) as failed:
+        read_all(dataset)
+    assert str(failed.value) == (
+        f"cannot read {where}/b.bin: it changed since the dataset listed it ({SMALL} bytes, rewritten since "
+        "with as many: its ETag is another); make the dataset again to list the folder again"
+    )
+    assert os.listdir(cache / "tmp") == []
+    again = UCVolumeDataset(where, cache="always", cache_dir=cache, cache_max_bytes=10**8, min_free_bytes=0)
+    assert sorted(Path(file).read_bytes() for file in again) == sorted(
+        (folder / name).read_bytes() for name in ("a.bin", "b.bin")
+    )

@@ -218,3 +218,35 @@ def test_an_object_changed_after_the_listing_fails_at_once_with_at_most_one_byte
     assert stats["bytes_sent"] <= listed + 1
     assert stats["requests"] == {asked: 1}  # never retried
     assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.parametrize("size", [16_384, 3_500_000])  # a body taken whole, and one streamed
+def test_a_same_size_rewrite_after_the_listing_is_refused_by_its_entity_tag_and_the_listed_one_read(
+    s3: S3TestServer, tmp_path: Path, size: int
+) -> None:
+    """The job carries the ETag the listing gave; the store answers only that version (If-Match):
+    a file rewritten with as many bytes is a 412, one line, nothing written, never retried."""
+    bucket = f"etag-{uuid.uuid4().hex[:8]}"
+    folder = s3.bucket(bucket) / "data"
+    folder.mkdir()
+    (folder / "a.bin").write_bytes(os.urandom(size))
+    storage = storage_of(s3, bucket)
+    ((_, _, listed_tag),) = [entry for page in storage.pages(recursive=False) for entry in page.files]
+    job = Job(f"{bucket}/data/a.bin", str(tmp_path / "a"), f"{WHERE}/a.bin", size, listed_tag)
+    downloads = storage.downloads(FAST, on_retry=lambda: None, threads=1)
+    [future] = downloads.start([job])
+    future.result(60)
+    assert (tmp_path / "a").read_bytes() == (folder / "a.bin").read_bytes()  # the listed version: read
+
+    rewritten = os.urandom(size)
+    (folder / "a.bin").unlink()
+    (folder / "a.bin").write_bytes(rewritten)  # as many bytes, another object
+    [future] = downloads.start([job._replace(local=str(tmp_path / "b"))])
+    with pytest.raises(VolumeReadError) as failed:
+        future.result(60)
+    downloads.close()
+    assert str(failed.value) == (
+        f"cannot read {WHERE}/a.bin: it changed since the dataset listed it ({size} bytes, rewritten since with "
+        "as many: its ETag is another); make the dataset again to list the folder again"
+    )
+    assert s3.stats()["requests"]["412"] == 1 and not (tmp_path / "b").exists()

@@ -37,7 +37,16 @@ from uc_jupyter.storage.retry import RetryPolicy, retry_delay
 if TYPE_CHECKING:
     import fsspec
 
-__all__ = ["MAX_PREFETCH", "Downloads", "Job", "LazyDownloads", "ThreadDownloads", "Wanted", "changed_since_listing"]
+__all__ = [
+    "MAX_PREFETCH",
+    "Downloads",
+    "Job",
+    "LazyDownloads",
+    "ThreadDownloads",
+    "Wanted",
+    "changed_since_listing",
+    "entity_tag",
+]
 
 MAX_PREFETCH = 64  # threads of ThreadDownloads (fsspec); pace.MAX_DEPTH bounds the downloads in flight
 _CHUNK = 4 << 20  # bytes per ranged read of ThreadDownloads: a large file is read in pieces, never whole in memory
@@ -45,20 +54,36 @@ _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class Wanted(NamedTuple):
-    """One file of a stream: its cache key, listed size, base name, remote path, and /Volumes path
-    (a named tuple: one is made per file and pass)."""
+    """One file of a stream: its cache key, listed size, base name, remote path, /Volumes path and
+    listed entity tag, if any (a named tuple: one is made per file and pass)."""
 
     key: str
     size: int
     name: str
     source: str
     where: str
+    etag: str | None = None
+
+
+def entity_tag(version: str | None) -> str | None:
+    """A listed version when it is an HTTP entity tag (``"..."`` or ``W/"..."``, as object stores
+    list them), which a download sends as ``If-Match``; None for a modification time (stores that
+    list no ETag) or nothing.
+
+    Example:
+        >>> entity_tag('"24814b-4000"'), entity_tag("1733500000.5"), entity_tag(None)
+        ('"24814b-4000"', None, None)
+    """
+    if version and version.endswith('"') and version.startswith(('"', 'W/"')) and len(version) > 1:
+        return version
+    return None
 
 
 class Job(NamedTuple):
     """One download: the file at ``remote`` (as the Downloads spells its files) into the local file
     ``local``; ``where`` is its /Volumes path (for errors) and ``size`` its listed size, of which
-    no more than one byte more is ever asked for.
+    no more than one byte more is ever asked for; ``etag`` its listed entity tag, when the listing
+    gave one (:func:`entity_tag`): a store that compares it answers only that version.
 
     Example:
         >>> Job("bucket/data/a.png", "/cache/tmp/1.42", "/Volumes/c/s/v/a.png", 231).size
@@ -69,16 +94,23 @@ class Job(NamedTuple):
     local: str
     where: str
     size: int
+    etag: str | None = None
 
 
-def changed_since_listing(where: str, listed: int, now: int | None) -> VolumeReadError:
+def changed_since_listing(where: str, listed: int, now: int | None, *, another: bool = False) -> VolumeReadError:
     """The one error for a file at ``where`` whose bytes are not the ``listed`` size any more:
-    ``now`` bytes (None: more than listed, when only listed + 1 were asked for). Whichever layer
-    sees it (a download, a local volume's checked open, the cache putting a file in place) raises
-    this one, so the user reads the same line and the same remedy."""
-    found = f"more than {listed}" if now is None else str(now)
+    ``now`` bytes (None: more than listed, when only listed + 1 were asked for; ``listed`` itself:
+    rewritten with the same size, its entity tag another; ``another`` with None: another version,
+    of a size not known). Whichever layer sees it (a download, a local volume's checked open, the
+    cache putting a file in place) raises this one, so the user reads the same line and the same remedy."""
+    if now is None and another:
+        then = f"{listed} bytes then, another version now: its ETag is another"
+    elif now == listed:
+        then = f"{listed} bytes, rewritten since with as many: its ETag is another"
+    else:
+        then = f"{listed} bytes then, {f'more than {listed}' if now is None else now} now"
     return VolumeReadError(
-        f"cannot read {where}: it changed since the dataset listed it ({listed} bytes then, {found} now); "
+        f"cannot read {where}: it changed since the dataset listed it ({then}); "
         "make the dataset again to list the folder again"
     )
 

@@ -34,7 +34,7 @@ from uc_jupyter.storage.filesystem import FsspecStorage
 from uc_jupyter.storage.objects import ObjectStorage
 from uc_jupyter.storage.pages import Entry, Page
 from uc_jupyter.storage.retry import RetryPolicy
-from uc_jupyter.storage.stores import is_object_store, store_args
+from uc_jupyter.storage.stores import is_object_store, reads_through_fsspec, store_args
 
 __all__ = ["Entry", "Page", "VolumeStorage", "open_storage"]
 
@@ -82,7 +82,7 @@ def open_storage(
         try:
             args = store_args(url, given)
         except Unsupported as why:
-            if not url.lower().startswith(("s3://", "s3a://")):
+            if not reads_through_fsspec(url):
                 raise ValueError(f"cannot read {where or url}: {why} is not supported; remove it") from None
             _fsspec_notice(where or url, str(why))
         except ValueError as why:  # a bad URL or account for its options: one line naming the volume

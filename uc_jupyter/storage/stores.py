@@ -24,7 +24,7 @@ from uc_jupyter.storage import cloud
 from uc_jupyter.storage.config import StoreArgs, Unsupported, s3_store_args
 from uc_jupyter.storage.locations import Family, family_of
 
-__all__ = ["check_store_options", "is_object_store", "register_store", "store_args"]
+__all__ = ["check_store_options", "is_object_store", "reads_through_fsspec", "register_store", "store_args"]
 
 StoreMaker = Callable[[str, Mapping[str, Any] | None, Mapping[str, str] | None], StoreArgs]
 _STORES: dict[Family, StoreMaker] = {}
@@ -60,15 +60,26 @@ def store_args(url: str, options: Mapping[str, Any] | None, env: Mapping[str, st
 
 # A folder of each family, for options not yet bound to a URL (a storage credential's).
 _EXAMPLES = ("s3://bucket", "gs://bucket", "az://container")
+# fsspec's own options, which every filesystem takes (its instance and listings caches).
+_FSSPEC_COMMON = frozenset({"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths"})
+
+
+def reads_through_fsspec(url: str) -> bool:
+    """Whether a folder at ``url`` whose options object_store cannot honour is read through fsspec
+    (s3fs) instead: S3 only; other families' such options are refused."""
+    return url.lower().startswith(("s3://", "s3a://"))
 
 
 def check_store_options(options: Mapping[str, Any], url: str | None = None) -> None:
     """Refuse, at once, options the store of ``url`` would refuse when first read; without a URL (a
-    storage credential, bound to one later), options that no store (S3, GCS, Azure) takes. Nothing
-    is contacted. A URL no object_store client serves (``file://``) takes any.
+    storage credential, bound to one later), options that no store (S3, GCS, Azure) takes. Options
+    object_store cannot honour that s3fs names (``fixed_upload_size``) are taken for S3: such a
+    folder is read through fsspec. Nothing is contacted. A URL no object_store client serves
+    (``file://``) takes any.
 
     Example:
         >>> check_store_options({"key": "AKIA", "secret": "s", "endpoint_url": "http://127.0.0.1:9000"})
+        >>> check_store_options({"key": "AKIA", "fixed_upload_size": False})  # s3fs's: read through fsspec
         >>> check_store_options({"kee": "AKIA"})  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
@@ -76,13 +87,55 @@ def check_store_options(options: Mapping[str, Any], url: str | None = None) -> N
     """
     if url is not None:
         if is_object_store(url):
-            store_args(url, options, env={})
+            refused = _refusal(url, options)
+            if refused is not None:
+                raise refused
         return
-    refusals = []
-    for example in _EXAMPLES:
-        try:
-            store_args(example, options, env={})
-            return
-        except ValueError as refused:  # Unsupported, or a value the store cannot parse
-            refusals.append(str(refused))
-    raise Unsupported(f"{refusals[0]}; no store takes these options (S3, GCS, Azure): check their names and values")
+    refusals = [_refusal(example, options) for example in _EXAMPLES]
+    if None in refusals:
+        return
+    first = refusals[0]
+    raise Unsupported(f"{first}; no store takes these options (S3, GCS, Azure): check their names and values")
+
+
+def _refusal(url: str, options: Mapping[str, Any]) -> ValueError | None:
+    """Why the folder at ``url`` could not be read with ``options`` (None: it could)."""
+    try:
+        store_args(url, options, env={})
+        return None
+    except Unsupported as unsupported:
+        if not reads_through_fsspec(url):
+            return unsupported
+        # The options object_store refuses on their own must all be s3fs's (the rest are both's).
+        alone = {key for key in options if _refuses_alone(url, key, options[key])}
+        return None if alone <= _fsspec_names(url) else unsupported
+    except ValueError as invalid:  # a value the store cannot parse
+        return invalid
+
+
+def _refuses_alone(url: str, key: str, value: Any) -> bool:
+    try:
+        store_args(url, {key: value}, env={})
+        return False
+    except Unsupported:
+        return True
+    except ValueError:  # a value to judge with the others
+        return False
+
+
+def _fsspec_names(url: str) -> frozenset[str]:
+    """The options the fsspec filesystem of ``url``'s scheme names in its constructors (the rest it
+    would take silently and ignore)."""
+    import inspect
+
+    import fsspec
+
+    named = set(_FSSPEC_COMMON)
+    for klass in fsspec.get_filesystem_class(url.partition("://")[0].lower()).__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        for parameter in inspect.signature(init).parameters.values():
+            if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
+                named.add(parameter.name)
+    return frozenset(named - {"self"})

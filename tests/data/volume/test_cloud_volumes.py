@@ -159,11 +159,19 @@ def test_options_naming_another_account_than_the_volumes_url_are_refused(
     az: Azurite, child: ProcessPoolExecutor, tmp_path: Path
 ) -> None:
     url = f"abfss://raw@{ACCOUNT}.dfs.core.windows.net"
-    home = _home(tmp_path, url, f"{url}/images", az.options("other"))  # the other account's key and endpoint
-    with pytest.raises(RuntimeError) as caught:
-        _read(child, home)
-    assert f"cannot read {VOLUME}" in str(caught.value)  # the volume's path first, then what is wrong
+    # As the location is made (before any volume in it is read): one line naming the location.
+    with pytest.raises(ValueError, match=r"^external location \w+ with credential \w+: abfss://raw@") as caught:
+        _home(tmp_path, url, f"{url}/images", az.options("other"))  # the other account's key and endpoint
     assert f"lies in account '{ACCOUNT}' but its storage options are for 'other'" in str(caught.value)
+    # Options given with the volume itself, the same refusal as it is read, naming the volume.
+    home = _home(tmp_path, url, f"{url}/images", {})
+    cat = LocalCatalog(home)
+    cat.drop_volume("main.ml.images")
+    cat.create_volume("main.ml.images", f"{url}/images", storage_options=az.options("other"))
+    with pytest.raises(RuntimeError) as read:
+        _read(child, home)
+    assert f"cannot read {VOLUME}" in str(read.value)  # the volume's path first, then what is wrong
+    assert f"lies in account '{ACCOUNT}' but its storage options are for 'other'" in str(read.value)
 
 
 def test_workers_forked_after_this_process_read_through_object_store_say_what_to_do(

@@ -261,7 +261,7 @@ class Prefetcher:
         if not starting:
             return
         started = self._clock()
-        jobs = [Job(s.wanted.source, t.tmp, s.wanted.where, s.wanted.size) for s, t in starting]
+        jobs = [Job(s.wanted.source, t.tmp, s.wanted.where, s.wanted.size, s.wanted.etag) for s, t in starting]
         try:
             downloads = self.downloads.start(jobs)  # the first miss makes the storage client: it may fail
         except BaseException:
@@ -376,7 +376,7 @@ class Prefetcher:
 
     def _download_now(self, wanted: Wanted) -> Callable[[str], None]:
         def download(tmp: str) -> None:
-            self.downloads.start([Job(wanted.source, tmp, wanted.where, wanted.size)])[0].result()
+            self.downloads.start([Job(wanted.source, tmp, wanted.where, wanted.size, wanted.etag)])[0].result()
 
         return download
 
