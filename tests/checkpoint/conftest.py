@@ -4,6 +4,9 @@ tests/conftest.py): state dicts whose every dtype and shape a checkpoint must gi
 from __future__ import annotations
 
 import torch
+import torch.distributed.checkpoint as dcp
+
+from uc_jupyter.checkpoint import UCVolumeReader, UCVolumeWriter
 
 
 def every_kind(seed: int) -> dict[str, object]:
@@ -44,3 +47,15 @@ def assert_bit_equal(loaded: dict[str, object], saved: dict[str, object]) -> Non
         assert got.dtype == tensor.dtype and got.shape == tensor.shape, name
         assert torch.equal(got.reshape(-1).view(torch.uint8), tensor.reshape(-1).view(torch.uint8)), name
     assert loaded["extra"] == saved["extra"]
+
+
+def save(path: str, state: dict[str, object], **options: object) -> None:
+    """``state`` saved into the run folder ``path`` by one process (no process group)."""
+    dcp.save(state, storage_writer=UCVolumeWriter(path, **options), no_dist=True)  # type: ignore[arg-type]
+
+
+def load(path: str, like: dict[str, object]) -> dict[str, object]:
+    """What ``path`` holds, loaded into zeros shaped ``like``."""
+    target = zeros_like(like)
+    dcp.load(target, storage_reader=UCVolumeReader(path), no_dist=True)
+    return target

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch.distributed.checkpoint as dcp
 
-from tests.checkpoint.conftest import assert_bit_equal, every_kind, zeros_like
+from tests.checkpoint.conftest import assert_bit_equal, every_kind, load, save
 from uc_jupyter.catalog import Catalog, as_principal
 from uc_jupyter.checkpoint import UCVolumeReader, UCVolumeWriter, latest
 from uc_jupyter.checkpoint.layout import StoredAt, load_metadata, saving_marker
@@ -32,16 +32,6 @@ def volume(request: pytest.FixtureRequest) -> tuple[str, Path]:
     """(the /Volumes path of a fresh volume, its folder on disk), local or on the S3 test server."""
     made: tuple[str, Path] = request.getfixturevalue(f"{request.param}_volume")("ckpt")
     return made
-
-
-def save(path: str, state: dict[str, object], **options: object) -> None:
-    dcp.save(state, storage_writer=UCVolumeWriter(path, **options), no_dist=True)  # type: ignore[arg-type]
-
-
-def load(path: str, like: dict[str, object]) -> dict[str, object]:
-    target = zeros_like(like)
-    dcp.load(target, storage_reader=UCVolumeReader(path), no_dist=True)
-    return target
 
 
 @pytest.mark.in_a_fork

@@ -13,10 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import torch.distributed.checkpoint as dcp
 
-from tests.checkpoint.conftest import assert_bit_equal, every_kind, zeros_like
-from uc_jupyter.checkpoint import UCVolumeReader, UCVolumeWriter, latest
+from tests.checkpoint.conftest import assert_bit_equal, every_kind, load, save
+from uc_jupyter.checkpoint import latest
 from uc_jupyter.checkpoint.layout import saving_marker
 from uc_jupyter.processes import stamp
 from uc_jupyter.storage.keys import TEMPORARY
@@ -33,16 +32,6 @@ from uc_jupyter.checkpoint import UCVolumeWriter
 state = {f"w{i}": torch.randn(4_000_000) for i in range(8)}
 dcp.save(state, storage_writer=UCVolumeWriter(sys.argv[1], threads=2), no_dist=True)
 """
-
-
-def save(path: str, state: dict[str, object], **options: object) -> None:
-    dcp.save(state, storage_writer=UCVolumeWriter(path, **options), no_dist=True)  # type: ignore[arg-type]
-
-
-def load(path: str, like: dict[str, object]) -> dict[str, object]:
-    target = zeros_like(like)
-    dcp.load(target, storage_reader=UCVolumeReader(path), no_dist=True)
-    return target
 
 
 def _killed_save(path: str, folder: Path) -> dict[str, int]:

@@ -175,7 +175,10 @@ def test_a_pass_that_fails_in_a_worker_is_marked_and_the_next_pass_runs(
     )
 
 
-def test_a_loop_body_that_raises_in_ipython_marks_the_pass_failed(comms: CommLog) -> None:
+@pytest.fixture
+def monitored_in_ipython(comms: CommLog) -> Iterator[tuple[InteractiveShell, DataLoader, LoaderMonitor, list[Any]]]:
+    """An IPython shell whose ``loader`` (40 items in batches of 4) has a dashboard monitor that shows
+    at once; the widgets it displayed."""
     shell = InteractiveShell.instance()
     try:
         loader = DataLoader(list(range(40)), batch_size=4, num_workers=0, monitor=True, mlflow=False)
@@ -185,44 +188,41 @@ def test_a_loop_body_that_raises_in_ipython_marks_the_pass_failed(comms: CommLog
         )
         loader.dashboard_monitor = watch
         shell.user_ns["loader"] = loader
-        result = shell.run_cell("for i, batch in enumerate(loader):\n    if i == 3:\n        raise KeyError('label')")
-        assert isinstance(result.error_in_exec, KeyError)
-        assert [(p.label, p.state, p.error) for p in watch.passes] == [("epoch 0", "failed", "KeyError: 'label'")]
-        assert watch.dashboard is not None
-        assert "epoch 0: failed: KeyError: &#x27;label&#x27;" in watch.dashboard.status_label.value
-
-        # A break is no failure: the pass says where it stopped.
-        assert shell.run_cell("for i, batch in enumerate(loader):\n    if i == 5:\n        break").success
-        assert watch.passes[-1].status == "stopped after 6 batches"
+        yield shell, loader, watch, shown
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_a_loop_body_that_raises_in_ipython_marks_the_pass_failed(
+    monitored_in_ipython: tuple[InteractiveShell, DataLoader, LoaderMonitor, list[Any]],
+) -> None:
+    shell, _, watch, _ = monitored_in_ipython
+    result = shell.run_cell("for i, batch in enumerate(loader):\n    if i == 3:\n        raise KeyError('label')")
+    assert isinstance(result.error_in_exec, KeyError)
+    assert [(p.label, p.state, p.error) for p in watch.passes] == [("epoch 0", "failed", "KeyError: 'label'")]
+    assert watch.dashboard is not None
+    assert "epoch 0: failed: KeyError: &#x27;label&#x27;" in watch.dashboard.status_label.value
+
+    # A break is no failure: the pass says where it stopped.
+    assert shell.run_cell("for i, batch in enumerate(loader):\n    if i == 5:\n        break").success
+    assert watch.passes[-1].status == "stopped after 6 batches"
 
 
 def test_a_loader_reused_in_a_new_cell_numbers_its_epochs_from_zero_in_a_dashboard_of_its_own(
-    comms: CommLog,
+    monitored_in_ipython: tuple[InteractiveShell, DataLoader, LoaderMonitor, list[Any]],
 ) -> None:
-    shell = InteractiveShell.instance()
-    try:
-        loader = DataLoader(list(range(40)), batch_size=4, num_workers=0, monitor=True, mlflow=False)
-        shown: list[Any] = []
-        watch = LoaderMonitor(
-            loader.live_stats, interval=600.0, show_after=0.0, clock=ManualClock(), display=shown.append
-        )
-        loader.dashboard_monitor = watch
-        shell.user_ns["loader"] = loader
-        assert shell.run_cell("for epoch in range(2):\n    for batch in loader:\n        pass").success
-        first = watch.dashboard
-        assert shell.run_cell("for batch in loader:\n    pass").success  # the loader's third epoch
-        second = watch.dashboard
-        assert first is not None and second is not None and first is not second
-        assert shown == [first.widget, second.widget]
-        assert [p.label for p in first.passes] == ["epoch 0", "epoch 1"]
-        assert [(p.label, p.epoch) for p in watch.passes] == [("epoch 0", 2)]  # the user's epoch 0 of this cell
-        assert loader.epoch == 3  # the data's epochs go on (shuffling, checkpoints)
-        rows = re.findall(r"<tr><td[^>]*>([^<]+)</td>", second.epochs_table.value)
-        assert rows[:1] == ["epoch 0"] and "epoch 2" not in second.epochs_table.value
-    finally:
-        InteractiveShell.clear_instance()
+    shell, loader, watch, shown = monitored_in_ipython
+    assert shell.run_cell("for epoch in range(2):\n    for batch in loader:\n        pass").success
+    first = watch.dashboard
+    assert shell.run_cell("for batch in loader:\n    pass").success  # the loader's third epoch
+    second = watch.dashboard
+    assert first is not None and second is not None and first is not second
+    assert shown == [first.widget, second.widget]
+    assert [p.label for p in first.passes] == ["epoch 0", "epoch 1"]
+    assert [(p.label, p.epoch) for p in watch.passes] == [("epoch 0", 2)]  # the user's epoch 0 of this cell
+    assert loader.epoch == 3  # the data's epochs go on (shuffling, checkpoints)
+    rows = re.findall(r"<tr><td[^>]*>([^<]+)</td>", second.epochs_table.value)
+    assert rows[:1] == ["epoch 0"] and "epoch 2" not in second.epochs_table.value
 
 
 @pytest.mark.parametrize("workers", [0, 2])
