@@ -6,8 +6,8 @@
 - ``UC_JUPYTER_SPARK_REMOTE``: an ``sc://host:port`` Spark Connect URL (default: a local server).
 - ``UC_JUPYTER_SPARK_IDLE_TIMEOUT``: how long the local Spark Connect server stays up with no client
   (default 30 minutes; read by :mod:`uc_jupyter.tables.spark_server`).
-- ``UC_JUPYTER_VERBOSE``: ``1`` shows uc_jupyter's own frames in rank errors (read by
-  :mod:`uc_jupyter.distributed.errors`).
+- ``UC_JUPYTER_VERBOSE``: ``1`` shows uc_jupyter's own frames in rank errors and pyspark's
+  client-side logs (read by :func:`uc_jupyter.errors.verbose`).
 - ``UC_JUPYTER_CATALOG_URL`` and ``UC_JUPYTER_TOKEN``: a Unity Catalog server (``uc-jupyter serve``, UC
   OSS; with or without ``/api/2.1/unity-catalog``) and the bearer token to call it with; when set,
   ``get_catalog()`` is a REST client for it instead of the embedded catalog.

@@ -8,7 +8,31 @@ volume folder that does not exist is :class:`NotFound` whether the catalog or th
 
 from __future__ import annotations
 
-__all__ = ["CatalogError", "EscapesVolume", "NotFound", "UcJupyterWarning", "first_line"]
+import os
+
+__all__ = ["CatalogError", "EscapesVolume", "NotFound", "UcJupyterWarning", "first_line", "set_verbose", "verbose"]
+
+_verbose: bool | None = None
+
+
+def verbose() -> bool:
+    """Whether errors show everything: uc_jupyter's internal frames in rank errors, and the client
+    logs of the libraries underneath (pyspark's); :func:`set_verbose`, else ``UC_JUPYTER_VERBOSE``.
+
+    Example:
+        >>> set_verbose(True); verbose()
+        True
+        >>> set_verbose(None)   # back to the environment variable
+    """
+    if _verbose is not None:
+        return _verbose
+    return os.environ.get("UC_JUPYTER_VERBOSE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def set_verbose(on: bool | None) -> None:
+    """Show (True) or hide (False) everything; None: follow ``UC_JUPYTER_VERBOSE``."""
+    global _verbose
+    _verbose = on
 
 
 class CatalogError(Exception):

@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import math
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
@@ -48,6 +49,7 @@ __all__ = [
     "maybe_whole_number",
     "non_negative_number",
     "text",
+    "unknown_column",
     "whole_number",
 ]
 
@@ -176,6 +178,24 @@ def column_names(name: str, value: object) -> list[str] | None:
             raise ValueError(f"invalid {name} {_shown(value)}: {column!r} is listed twice")
         seen.add(column)
     return names
+
+
+_SHOWN_COLUMNS = 12  # a wide table's columns are not all listed
+
+
+def unknown_column(owner: str, column: str, known: Sequence[str]) -> str:
+    """The one message for a ``column`` that ``owner`` (``table main.ml.t``, ``this DataFrame``)
+    does not have: the closest of its ``known`` columns, and what they are.
+
+    Example:
+        >>> unknown_column("table main.ml.t", "lable", ["label", "x"])
+        "table main.ml.t has no column 'lable'; did you mean 'label'? Its columns are label, x"
+    """
+    close = difflib.get_close_matches(column, list(known), n=1)
+    listed = ", ".join(known[:_SHOWN_COLUMNS])
+    more = f" and {len(known) - _SHOWN_COLUMNS} more" if len(known) > _SHOWN_COLUMNS else ""
+    hint = f"did you mean {close[0]!r}? Its columns are" if close else "its columns are"
+    return f"{owner} has no column {column!r}; {hint} {listed}{more}"
 
 
 def check_prefetch_factor(num_workers: int | None, prefetch_factor: int | None) -> None:

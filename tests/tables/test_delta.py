@@ -26,7 +26,11 @@ def test_columns_and_versions_are_read(catalog: LocalCatalog) -> None:
     ("kwargs", "error", "message"),
     [
         ({"columns": []}, ValueError, r"invalid columns \[\]: give at least one column name"),
-        ({"columns": "idx"}, ValueError, "table main.ml.points has no column 'idx'; its columns are id, x, tag"),
+        (
+            {"columns": "idx"},
+            ValueError,
+            "table main.ml.points has no column 'idx'; did you mean 'id'\\? Its columns are id, x, tag",
+        ),
         ({"columns": ["id", 3]}, TypeError, "3 is not a str"),
         ({"version": True}, TypeError, "invalid version True"),
         ({"version": -1}, ValueError, "invalid version -1"),

@@ -37,6 +37,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import ParamSpec, TypeVar
 
+from uc_jupyter.errors import set_verbose, verbose
+
 __all__ = [
     "ClusterError",
     "PayloadError",
@@ -62,27 +64,6 @@ R = TypeVar("R")
 
 _PACKAGE = str(Path(__file__).resolve().parent.parent)  # uc_jupyter/: frames from here are internal
 _SHAPED = "_uc_jupyter_report"  # the attribute that marks an exception this module shaped
-_verbose: bool | None = None
-
-
-# ---------------------------------------------------------------- verbose
-def verbose() -> bool:
-    """Whether errors show uc_jupyter's internal frames: :func:`set_verbose`, else ``UC_JUPYTER_VERBOSE``.
-
-    Example:
-        >>> set_verbose(True); verbose()
-        True
-        >>> set_verbose(None)   # back to the environment variable
-    """
-    if _verbose is not None:
-        return _verbose
-    return os.environ.get("UC_JUPYTER_VERBOSE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def set_verbose(on: bool | None) -> None:
-    """Show (True) or hide (False) internal frames in rank errors; None: follow ``UC_JUPYTER_VERBOSE``."""
-    global _verbose
-    _verbose = on
 
 
 # ---------------------------------------------------------------- what crosses the process boundary

@@ -9,7 +9,7 @@ raise IPython's ``UsageError``: one line, no traceback. Defaults are configurabl
     %config UCMagics.default_to = {"table": "pandas"} # what %uc_load returns, per kind of source
     %config UCMagics.default_catalog = "dev"          # for schema.table names
     %config UCMagics.monitor = False                  # live dashboard for %uc_load loaders
-    %config UCMagics.verbose = True                   # rank errors with uc_jupyter's own frames too
+    %config UCMagics.verbose = True                   # rank errors with our frames, pyspark's client logs
     %config UCMagics.cluster = "ray"                  # %%uc_distributed ranks on the Ray cluster (None: here)
 
 Example:
@@ -109,8 +109,8 @@ class UCMagics(Magics):
     )
     verbose = Bool(
         False,
-        help="Show uc_jupyter's internal frames in rank errors (by default a failing rank shows "
-        "'[rank N] Type: message' and its own frames only).",
+        help="Show everything: uc_jupyter's internal frames in rank errors (by default a failing rank "
+        "shows '[rank N] Type: message' and its own frames only) and pyspark's client-side logs.",
     ).tag(config=True)
 
     cluster = Unicode(

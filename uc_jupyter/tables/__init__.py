@@ -7,9 +7,19 @@ from __future__ import annotations
 
 from uc_jupyter.lazy import lazy_attributes
 
-__all__ = ["export_table", "get_spark", "load_hf_dataset", "read_arrow", "table", "to_numpy", "to_pandas"]
+__all__ = [
+    "QueryError",
+    "export_table",
+    "get_spark",
+    "load_hf_dataset",
+    "read_arrow",
+    "table",
+    "to_numpy",
+    "to_pandas",
+]
 
 _HOMES = {
+    "QueryError": "uc_jupyter.tables.analysis",
     "export_table": "uc_jupyter.tables.export",
     "load_hf_dataset": "uc_jupyter.tables.export",
     "get_spark": "uc_jupyter.tables.spark",

@@ -69,7 +69,7 @@ def read_arrow(
         known = [f.name for f in table.schema().fields]
         unknown = [c for c in columns if c not in known]
         if unknown:
-            raise ValueError(f"table {name} has no column {unknown[0]!r}; its columns are {', '.join(known)}")
+            raise ValueError(opt.unknown_column(f"table {name}", unknown[0], known))
     try:
         return pa.RecordBatchReader.from_stream(table.scan(columns=columns)).read_all()
     except (OSError, pa.ArrowException, DeltaError) as exc:  # e.g. its files went away while they were read

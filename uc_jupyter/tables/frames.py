@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from uc_jupyter import options as opt
 from uc_jupyter.catalog import Catalog, get_catalog
 from uc_jupyter.storage.urls import delta_uri
+from uc_jupyter.tables.analysis import one_line
 
 if TYPE_CHECKING:
     import numpy as np
@@ -83,7 +84,7 @@ def table(
         .options(**_parallelism(session))
         .load()
     )
-    return _checked(frame)
+    return _checked(frame, f"table {full_name}")
 
 
 def _session_knows(session: SparkSession, name: str) -> bool:
@@ -106,7 +107,7 @@ def _session_table(
     from pyspark.errors import AnalysisException
 
     if version is None and timestamp is None:
-        return _checked(session.table(name))
+        return _checked(session.table(name), f"table {name}")
     if version is not None:
         clause = f"VERSION AS OF {int(version)}"
     else:
@@ -115,7 +116,7 @@ def _session_table(
             moment += "+00:00"  # naive means UTC, as for the Delta files
         clause = "TIMESTAMP AS OF '" + moment.replace("\\", "\\\\").replace("'", "\\'") + "'"
     try:
-        return _checked(session.sql(f"SELECT * FROM {name} {clause}"))
+        return _checked(session.sql(f"SELECT * FROM {name} {clause}"), f"table {name}")
     except AnalysisException as exc:
         if (exc.getCondition() or "").startswith("UNSUPPORTED_FEATURE.TIME_TRAVEL"):
             return None
@@ -133,12 +134,16 @@ def to_numpy(frame: DataFrame) -> np.ndarray[Any, Any]:
 
 
 _CHECKED: dict[str, type] = {}
+_OWNER = "_uc_jupyter_owner"  # what a checked frame's errors name: "table main.ml.t", or "this DataFrame"
 
 
-def _checked(frame: DataFrame) -> DataFrame:
+def _checked(frame: DataFrame, owner: str = "this DataFrame") -> DataFrame:
     """``frame``, analysed now, whose ``select``/``filter``/``where``/``withColumn`` results are
     analysed at once too: a missing column fails at the call that names it, not at the first
-    action (Spark Connect defers analysis otherwise)."""
+    action (Spark Connect defers analysis otherwise), with one line
+    (:class:`~uc_jupyter.tables.analysis.QueryError`: the column and the closest of this frame's,
+    named for ``owner``: the table for the frame ``table()`` returns, "this DataFrame" for those
+    made from it, whose columns may be others)."""
     # An analysis round trip; not .schema, which pyspark copies from the parent for filters.
     frame.isStreaming  # noqa: B018
     cls = _CHECKED.get("class")
@@ -149,7 +154,12 @@ def _checked(frame: DataFrame) -> DataFrame:
             method = getattr(base, name)
 
             def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-                return _checked(method(self, *args, **kwargs))
+                from pyspark.errors import AnalysisException
+
+                try:
+                    return _checked(method(self, *args, **kwargs))
+                except AnalysisException as refused:  # one line, not the JVM's stack
+                    raise one_line(refused, getattr(self, _OWNER, "this DataFrame"), self.columns) from None
 
             call.__name__, call.__doc__ = name, method.__doc__
             return call
@@ -157,8 +167,9 @@ def _checked(frame: DataFrame) -> DataFrame:
         names = ("select", "selectExpr", "filter", "where", "withColumn", "withColumns", "drop", "orderBy", "sort")
         cls = type("CheckedDataFrame", (base,), {name: checking(name) for name in names})
         _CHECKED["class"] = cls
-    with contextlib.suppress(TypeError):  # an implementation that forbids it: unchecked, still working
+    with contextlib.suppress(TypeError, AttributeError):  # an implementation that forbids it: unchecked, still working
         frame.__class__ = cls
+        setattr(frame, _OWNER, owner)
     return frame
 
 

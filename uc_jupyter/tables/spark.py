@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import threading
 import warnings
@@ -28,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from uc_jupyter.config import settings
-from uc_jupyter.errors import first_line
+from uc_jupyter.errors import first_line, verbose
 from uc_jupyter.processes import unreachable
 from uc_jupyter.progress import ProgressOutput
 from uc_jupyter.tables.spark_server import (
@@ -49,6 +50,7 @@ __all__ = [
     "SparkUnavailable",
     "get_spark",
     "local_server",
+    "quiet_client_logs",
     "quiet_pandas_version_warning",
     "running_server",
     "server_status",
@@ -86,6 +88,7 @@ def get_spark(progress: Progress = None) -> SparkSession:
         3
     """
     quiet_pandas_version_warning()
+    quiet_client_logs()
     configured = settings()
     remote = configured.spark_remote
     url = remote or local_server(progress=progress).url
@@ -128,6 +131,36 @@ def quiet_pandas_version_warning() -> None:
     idempotent; the kernel extension and the ranks call it too.
     """
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+
+
+# pyspark's client-side loggers: a gRPC error received (a JSON line with a stack, logged before the
+# exception is raised), and an analysis error's query context (its JVM stack). The exception says it
+# all, in one line where we raise it.
+_CLIENT_LOGGERS = ("pyspark.sql.connect.logging", "DataFrameQueryContextLogger", "SQLQueryContextLogger")
+
+
+class _UnlessVerbose(logging.Filter):
+    """Lets a record through only while :func:`uc_jupyter.errors.verbose` says so (read at each record)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return verbose()
+
+
+def quiet_client_logs() -> None:
+    """Keep pyspark's client-side error logs out of notebooks and terminals, unless verbose.
+
+    The gRPC logger is off unless ``SPARK_CONNECT_LOG_LEVEL`` is set, but a ``logging.dictConfig``
+    that keeps existing loggers (MLflow's, at its import) turns it back on, and every refused call
+    then printed kilobytes of JSON to stderr (a table's first read, a column typo). A filter on each
+    logger holds whatever configures them later; ``UC_JUPYTER_VERBOSE=1`` (or ``%config
+    UCMagics.verbose = True``) shows them again. Idempotent; :func:`get_spark` calls it.
+    """
+    from pyspark.logger import PySparkLogger
+
+    for name in _CLIENT_LOGGERS:
+        logger = PySparkLogger.getLogger(name)  # of pyspark's class: its calls pass keywords a plain logger refuses
+        if not any(isinstance(kept, _UnlessVerbose) for kept in logger.filters):
+            logger.addFilter(_UnlessVerbose())
 
 
 def _connect(url: str, *, local: bool, timeout: float) -> SparkSession:

@@ -99,7 +99,7 @@ class UCTableDataset(PartitionedDataset):
         known = [f.name for f in snapshot.schema().fields]
         missing = [c for c in (wanted or ()) if c not in known]
         if missing:
-            raise ValueError(f"table {self.name} has no column {missing[0]!r}; its columns are {', '.join(known)}")
+            raise ValueError(opt.unknown_column(f"table {self.name}", missing[0], known))
         self.columns = wanted if wanted is not None else known
         self.filter = filter
         self._predicate = predicate
