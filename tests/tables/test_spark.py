@@ -143,3 +143,38 @@ def test_a_remote_that_cannot_serve_fails_in_one_line_within_its_deadline_every_
             get_spark()
         assert str(caught.value).startswith(f"cannot reach Spark Connect at sc://{address[where]}: ")
         assert "\n" not in str(caught.value)
+
+
+FORKS_DURING_CALLS = """
+import os, sys, threading
+from uc_jupyter.tables import get_spark
+session = get_spark(progress=lambda _line: None)
+calls = threading.Thread(target=lambda: [session.range(100_000).count() for _ in range(30)])
+calls.start()
+for _ in range(40):  # a DataLoader's workers forked while another thread talks to Spark
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    os.waitpid(child, 0)
+calls.join()
+print(os.environ.get("GRPC_VERBOSITY"), flush=True)
+"""
+
+
+@pytest.mark.parametrize(("given", "kept"), [(None, "ERROR"), ("INFO", "INFO")])
+def test_forks_beside_spark_calls_print_nothing_of_grpc_unless_asked(
+    spark_remote: str, given: str | None, kept: str
+) -> None:
+    """gRPC's C core printed 'fork_posix.cc:71] Other threads are currently calling into gRPC,
+    skipping fork() handlers' (INFO) at forks like these (4 of 20 here); a GRPC_VERBOSITY the user
+    set is theirs."""
+    env = {key: value for key, value in os.environ.items() if key not in ("GRPC_VERBOSITY", "UC_JUPYTER_VERBOSE")}
+    if given is not None:
+        env["GRPC_VERBOSITY"] = given
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", FORKS_DURING_CALLS], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [kept]
+    if given is None:
+        assert "fork_posix" not in done.stderr and done.stderr == "", done.stderr[-2000:]

@@ -154,7 +154,13 @@ def quiet_client_logs() -> None:
     then printed kilobytes of JSON to stderr (a table's first read, a column typo). A filter on each
     logger holds whatever configures them later; ``UC_JUPYTER_VERBOSE=1`` (or ``%config
     UCMagics.verbose = True``) shows them again. Idempotent; :func:`get_spark` calls it.
+
+    gRPC's own C-level lines (``fork_posix.cc:71] Other threads are currently calling into gRPC,
+    skipping fork() handlers`` at each DataLoader worker's fork) are INFO: ``GRPC_VERBOSITY`` is set
+    to ``ERROR`` unless it is set already or verbose, before gRPC is first imported (it reads it then).
     """
+    if not verbose():
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     from pyspark.logger import PySparkLogger
 
     for name in _CLIENT_LOGGERS:
