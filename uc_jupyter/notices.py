@@ -1,10 +1,12 @@
-"""Messages meant for people, not bugs: one plain line on stderr, once per process.
+"""Messages meant for people, not bugs: one plain line, once per process.
 
 ``warnings.warn`` is made for programmers: in a notebook it draws a red box naming the source file
 and line that warned, and its once-only filter depends on where it was called from. A person who
 asked for two GPUs on a laptop only needs to read, once, that the ranks run on CPU instead. That is
-:func:`notice`: the text as one line on ``sys.stderr`` (the cell's stderr in a notebook, the rank's
-``[rank N]`` stream on a rank), the first time its key is seen in this process, and never again.
+:func:`notice`: the text as one line, the first time its key is seen in this process, and never
+again; on ``sys.stderr`` (a terminal, a script's log, the rank's ``[rank N]`` stream on a rank), but in
+a notebook's kernel on ``sys.stdout``: a cell's stderr is drawn as a pink error band, and a notice
+("using 2 workers instead of 6") is information, not an error.
 
 Example:
     >>> notice("no CUDA device is visible: running 2 CPU ranks with gloo", key="cpu-ranks")  # doctest: +SKIP
@@ -46,7 +48,7 @@ def notice(text: str, *, key: Hashable | None = None) -> bool:
         if seen in _given:
             return False
         _given.add(seen)
-    stream = sys.stderr
+    stream = sys.stdout if _in_a_kernel() else sys.stderr
     if stream is None:  # pythonw, or a daemon that closed its streams: nobody to tell
         return True
     try:
@@ -55,6 +57,11 @@ def notice(text: str, *, key: Hashable | None = None) -> bool:
     except (OSError, ValueError):  # a closed or broken stream must not break the caller
         pass
     return True
+
+
+def _in_a_kernel() -> bool:
+    """Whether this process's stderr is a Jupyter kernel's (a cell's output), where it shows as an error."""
+    return type(sys.stderr).__module__.startswith("ipykernel") and sys.stdout is not None
 
 
 def reset() -> None:

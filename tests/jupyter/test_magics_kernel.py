@@ -104,14 +104,15 @@ def test_ctrl_c_during_a_decorated_function_prints_one_line(kernel: Kernel) -> N
     assert cell.errors == [["interrupted 2 ranks; the pool is still warm"]] and cell.text("stderr") == ""
 
 
-def test_notices_print_once_as_one_plain_line(kernel: Kernel) -> None:
+def test_notices_print_once_as_one_plain_line_of_information(kernel: Kernel) -> None:
+    """On the cell's stdout: its stderr is drawn as a pink error band, and a notice is no error."""
     kernel.run("from uc_jupyter import notices\nnotices.reset()")
     first = kernel.run("%%uc_distributed --gpus 2\nx = 1")
     again = kernel.run("%%uc_distributed --gpus 2\nx = 2")
     also = kernel.run("train.distributed(0)")
-    assert first.text("stderr") == "no CUDA device is visible: running 2 CPU ranks with gloo instead of GPUs\n"
-    assert again.text("stderr") == "" and also.text("stderr") == ""
-    assert "Warning" not in first.text("stderr")
+    assert first.text("stdout") == "no CUDA device is visible: running 2 CPU ranks with gloo instead of GPUs\n"
+    assert first.text("stderr") == again.text("stderr") == also.text("stderr") == ""
+    assert again.text("stdout") == "" and "Warning" not in first.text("stdout")
 
 
 def test_mlflow_info_lines_stay_out_of_the_notebook(kernel: Kernel, tmp_path: Path) -> None:
