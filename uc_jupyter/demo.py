@@ -65,6 +65,10 @@ class DemoSummary:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """In a notebook, what was built, a line each (not the dataclass's fields)."""
+        printer.text("\n".join(self.lines()))
+
 
 def init_demo(
     catalog: Catalog | None = None,

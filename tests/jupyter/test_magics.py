@@ -14,6 +14,7 @@ import pytest
 from IPython.core.completer import provisionalcompleter
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from IPython.lib.pretty import pretty
 
 from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.data import DataLoader, UCTableDataset, UCVolumeDataset
@@ -205,6 +206,9 @@ def test_a_cell_runs_on_every_rank_with_push_and_pull(shell: InteractiveShell) -
     assert run(shell, "%%uc_distributed\nworld_size") == [2, 2]  # UCMagics.nprocs ranks by default
     status = shell.run_line_magic("uc_distributed", "--status")
     assert status.size == 2 and status.state == "idle"
+    shown = pretty(status).splitlines()  # what the notebook shows, not PoolStatus(...)
+    assert shown[0] == f"2 ranks, idle, cpu with gloo, port {status.master_port}"
+    assert [line.split(":")[0] for line in shown[1:]] == ["  rank 0", "  rank 1"]
     assert shell.run_line_magic("uc_distributed", "--restart").state == "idle"
     with pytest.raises(RankError, match="NameError: name 'mine' is not defined"):
         run(shell, "%%uc_distributed -n 2\nmine")  # a fresh pool after --restart
