@@ -97,7 +97,7 @@ def test_distributed_training(tmp_path: Path) -> None:
     assert "[rank 0] rank 0: trained on 1500 rows of its shard" in out
     assert "[rank 1] rank 1: trained on 1500 rows of its shard" in out
     assert "accuracy per rank: [" in out
-    assert "[(0, 1501), (1, 1501)]" in out  # 3000 images and labels.csv, padded to equal shares
+    assert "[(0, 1500), (1, 1500)]" in out  # the 3000 images, half each (labels.csv left out)
     assert any(m["model_name"] == "ImageModel" for m in widget_models(notebook))
     # A table on 2 ranks: input-bound only with where the wait went (its stages), the rank that sets the
     # step named, and never advice about files.
