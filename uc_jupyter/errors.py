@@ -9,8 +9,18 @@ volume folder that does not exist is :class:`NotFound` whether the catalog or th
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
-__all__ = ["CatalogError", "EscapesVolume", "NotFound", "UcJupyterWarning", "first_line", "set_verbose", "verbose"]
+__all__ = [
+    "CatalogError",
+    "EscapesVolume",
+    "NotFound",
+    "OneLine",
+    "UcJupyterWarning",
+    "first_line",
+    "set_verbose",
+    "verbose",
+]
 
 _verbose: bool | None = None
 
@@ -35,7 +45,28 @@ def set_verbose(on: bool | None) -> None:
     _verbose = on
 
 
-class CatalogError(Exception):
+class OneLine:
+    """A mistake of the caller's whose message says it all: IPython shows ``Type: message`` as the
+    cell's error, without the traceback through uc_jupyter's modules (as ``%uc_load`` shows it);
+    :func:`verbose` shows the traceback again. Outside IPython nothing changes.
+
+    Example:
+        >>> class Refused(OneLine, ValueError): ...
+        >>> Refused("no column 'x'")._render_traceback_()
+        ["Refused: no column 'x'"]
+    """
+
+    @property
+    def _render_traceback_(self) -> Callable[[], list[str]]:
+        """IPython's hook (the lines it shows for the exception); absent when verbose, so IPython
+        shows its own traceback (raising from the hook itself prints IPython's own failure)."""
+        if verbose():
+            raise AttributeError("_render_traceback_")
+        line = (str(self).strip().splitlines() or [""])[0]
+        return lambda: [f"{type(self).__name__}: {line}"]
+
+
+class CatalogError(OneLine, Exception):
     """Base of the catalog's errors; each message is one line naming the object."""
 
     __module__ = "uc_jupyter.catalog"

@@ -22,13 +22,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from uc_jupyter import options as opt
+from uc_jupyter.errors import OneLine
 
 __all__ = ["QueryError", "one_line"]
 
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+.*$")  # and what follows it on the line ("; line 1 pos 0;")
 
 
-class QueryError(ValueError):
+class QueryError(OneLine, ValueError):
     """A query Spark could not analyse (a column that does not exist, a filter of the wrong type);
     one line saying what to change."""
 
