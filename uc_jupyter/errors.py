@@ -59,11 +59,19 @@ class OneLine:
     @property
     def _render_traceback_(self) -> Callable[[], list[str]]:
         """IPython's hook (the lines it shows for the exception); absent when verbose, so IPython
-        shows its own traceback (raising from the hook itself prints IPython's own failure)."""
+        shows its own traceback (raising from the hook itself prints IPython's own failure). Lines
+        set on the instance win (a rank's report, :mod:`uc_jupyter.distributed.errors`)."""
+        given = self.__dict__.get("_shown_lines")
+        if given is not None:
+            return given  # type: ignore[no-any-return]
         if verbose():
             raise AttributeError("_render_traceback_")
         line = (str(self).strip().splitlines() or [""])[0]
         return lambda: [f"{type(self).__name__}: {line}"]
+
+    @_render_traceback_.setter
+    def _render_traceback_(self, shown: Callable[[], list[str]]) -> None:
+        self.__dict__["_shown_lines"] = shown
 
 
 class CatalogError(OneLine, Exception):

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from uc_jupyter.catalog import NotFound
 from uc_jupyter.distributed.checks import rank_count  # raises from inside uc_jupyter: an internal frame
 from uc_jupyter.distributed.errors import (
     RankDied,
@@ -160,6 +161,22 @@ def test_the_original_carries_the_report_for_both_notebooks_and_plain_python() -
     assert shown is original and original.rank_error is error  # type: ignore[attr-defined]
     assert original._render_traceback_() == failed.report()  # type: ignore[attr-defined]
     assert original.__notes__ == ["\n".join(failed.report())]
+
+
+def missing_table() -> None:
+    raise NotFound("table main.ml.nope does not exist")
+
+
+def test_a_catalog_error_from_a_rank_is_shown_as_the_ranks_report_not_as_its_own_line() -> None:
+    """Catalog errors show as one line of their own in IPython (errors.OneLine); one a rank raised
+    carries the rank's report instead, as any other exception does."""
+    failed = raised(missing_table)
+    original = failed.original()
+    assert isinstance(original, NotFound)
+    assert original._render_traceback_() == ["NotFound: table main.ml.nope does not exist"]
+    carrying(original, RankError([failed], world_size=2))
+    assert original._render_traceback_() == failed.report()
+    assert failed.report()[0] == "[rank 1] NotFound: table main.ml.nope does not exist"
 
 
 # ---------------------------------------------------------------- interrupts and the kernel's frames
