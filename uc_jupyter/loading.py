@@ -132,8 +132,9 @@ def load(
             none (default: none, the local path).
         batch_size: items per batch of a loader, rows per batch of --to torch (default: 32 for
             loaders, 1024 for --to torch).
-        num_workers: DataLoader worker processes (default: the DataLoader's).
-        prefetch_factor: batches each worker loads ahead (default: the DataLoader's).
+        num_workers: DataLoader worker processes (default: 6, or the CPUs this process may use if
+            fewer).
+        prefetch_factor: batches each worker loads ahead (default: 4 with workers).
         shuffle: a new order every epoch, the same on every rank.
         seed: the seed of the shuffled order.
         recursive: read the files of sub-folders too; --labels folder implies it.

@@ -10,6 +10,7 @@ import typing
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+from uc_jupyter.data.loader.defaults import DEFAULT_PREFETCH, DEFAULT_WORKERS
 from uc_jupyter.distributed.cell import manage_pool, run_cell
 from uc_jupyter.jupyter import help as help_module
 from uc_jupyter.jupyter.args import Flag, Option, parse
@@ -77,6 +78,9 @@ def test_typed_values_and_defaults_come_from_the_spec_and_the_signature() -> Non
     assert blocks["--labels"].startswith("  --labels {folder}\n")
     assert blocks["--include"].startswith("  --include GLOB,...\n")
     assert "(default: 0)" in blocks["--seed"]  # the signature's default
+    # The loader's tuned defaults, as numbers (they were "the DataLoader's").
+    assert f"(default: {DEFAULT_WORKERS}," in " ".join(blocks["--num-workers"].split())
+    assert f"(default: {DEFAULT_PREFETCH} with workers)" in " ".join(blocks["--prefetch-factor"].split())
     assert "(default: off)" in blocks["--shuffle"]
     assert blocks["--monitor"].startswith("  --monitor / --no-monitor\n")
     assert "on for volume loaders" in blocks["--monitor"]  # the magic's own default wins over load()'s

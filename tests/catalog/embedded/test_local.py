@@ -126,6 +126,8 @@ def test_existing_names_raise_already_exists(cat: LocalCatalog, create: Any, mes
     [
         (lambda c: c.get_catalog_info("mian"), "catalog mian does not exist; did you mean main?"),
         (lambda c: c.get_schema("main.ml2"), "schema main.ml2 does not exist; did you mean main.ml?"),
+        (lambda c: c.get_schema("main.ml_data"), "schema main.ml_data does not exist; did you mean main.ml?"),
+        (lambda c: c.get_table("main.ml_data.iris"), "schema main.ml_data does not exist; did you mean main.ml?"),
         (
             lambda c: c.get_table("main.ml.irsi"),
             "table main.ml.irsi does not exist; did you mean main.ml.iris?",

@@ -118,7 +118,17 @@ class Metastore:
         ).fetchall()
         seen = self._visible_children(conn, parent, rows)
         siblings = [r["key"].rsplit(".", 1)[-1] for r in rows if r["key"] in seen]
-        close = difflib.get_close_matches(name.parts[-1], siblings, n=1)
+        wanted = name.parts[-1]
+        # A close spelling, else a sibling that begins the name or that the name begins
+        # (main.ml_data for main.ml, which difflib finds too far apart).
+        close = (
+            difflib.get_close_matches(wanted, siblings, n=1)
+            or [
+                s
+                for s in sorted(siblings)
+                if min(len(s), len(wanted)) >= 2 and (wanted.startswith(s) or s.startswith(wanted))
+            ][:1]
+        )
         if not close:
             return ""
         return f"; did you mean {parent.child(close[0]) if parent else close[0]}?"
