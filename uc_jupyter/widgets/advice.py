@@ -421,20 +421,17 @@ def _more_workers(loop: Sample, count: int, cpus: int | None, share: float) -> i
 
 def _expected_wait(loop: Sample, now: int, then: int) -> float | None:
     """The exposed wait expected with ``then`` workers instead of ``now``, from the stage times: each
-        batch takes ``P`` seconds to make (its stages' seconds) and ``then`` workers make one every
-        ``P / then``; the loop's step ``S`` hides that much, the transfer stays. With workers already,
-        the measured wait shrinks by what the added workers save (``P / now - P / then``). None without
-        stage times.
+    batch takes ``P`` seconds to make (its stages' seconds) and ``then`` workers make one every
+    ``P / then``; the loop's step ``S`` hides that much, the transfer stays. With workers already,
+    the measured wait shrinks by what the added workers save (``P / now - P / then``). None without
+    stage times.
 
-        Example:
-            >>> from uc_jupyter.data.loader.defaults import DEFAULT_PREFETCH
-    from uc_jupyter.data.volume.keeping import budget_to_keep
-    from uc_jupyter.data.volume.pace import MAX_DEPTH
-    from uc_jupyter.telemetry.model import Histogram
-            >>> loop = Sample(rank=0, worker=-1, seq=1, time=2.0, batches=10, made=(0.0, 0.4, 0.0),
-            ...               between=Histogram.of([0.01] * 10), exposed=(0.0, 0.3, 0.0, 0.0, 0.0))
-            >>> round(_expected_wait(loop, 1, 2), 2), round(_expected_wait(loop, 1, 4), 2)  # 30 ms a batch -> 10, 0
-            (0.5, 0.0)
+    Example:
+        >>> from uc_jupyter.telemetry.model import Histogram
+        >>> loop = Sample(rank=0, worker=-1, seq=1, time=2.0, batches=10, made=(0.0, 0.4, 0.0),
+        ...               between=Histogram.of([0.01] * 10), exposed=(0.0, 0.3, 0.0, 0.0, 0.0))
+        >>> round(_expected_wait(loop, 1, 2), 2), round(_expected_wait(loop, 1, 4), 2)  # 30 ms a batch -> 10, 0
+        (0.5, 0.0)
     """
     steps = loop.between.count
     making = sum(loop.made)

@@ -120,7 +120,7 @@ class Controlled:
         if self.clock is not None:
             self.clock.sleep(self.took)
         futures = []
-        for remote, local, _, _ in jobs:
+        for remote, local, *_ in jobs:
             future: cf.Future[None] = cf.Future()
             future.set_running_or_notify_cancel()
             if self.hold:

@@ -21,6 +21,7 @@ from uc_jupyter import options as opt
 from uc_jupyter.data.volume.committed import committed_entries
 from uc_jupyter.data.volume.folder import folder_storage
 from uc_jupyter.errors import UcJupyterWarning
+from uc_jupyter.storage.downloads import entity_tag
 
 if TYPE_CHECKING:
     from uc_jupyter.catalog import ResolvedVolumePath
@@ -45,6 +46,12 @@ class RemoteFile:
     relative: str  # path below the dataset's folder
     size: int
     version: str | None  # ETag or modification time: a changed file gets a new cache key
+    # The version when it is an entity tag, sent with each download (If-Match); worked out once per
+    # listed file here, not per file of every pass.
+    etag: str | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "etag", entity_tag(self.version))
 
 
 @dataclass(frozen=True)

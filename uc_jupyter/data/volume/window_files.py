@@ -17,7 +17,7 @@ from typing import overload
 
 from uc_jupyter.data.cache import FileCache
 from uc_jupyter.data.volume.listing import RemoteFile
-from uc_jupyter.storage.downloads import Wanted, entity_tag
+from uc_jupyter.storage.downloads import Wanted
 
 __all__ = ["ListingKeys", "WantedFiles"]
 
@@ -91,6 +91,5 @@ class WantedFiles(Sequence[Wanted]):
             relative = remote.relative
             key = digests[32 * index : 32 * index + 32].hex()
             name = relative[relative.rfind("/") + 1 :]
-            etag = entity_tag(remote.version)
-            wanted.append(Wanted(key, remote.size, name, f"{root}/{relative}", f"{where}/{relative}", etag))
+            wanted.append(Wanted(key, remote.size, name, f"{root}/{relative}", f"{where}/{relative}", remote.etag))
         return wanted
