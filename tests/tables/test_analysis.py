@@ -3,6 +3,7 @@ logs kept out of the notebook's stderr (uc_jupyter.tables.analysis, tables.spark
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -54,15 +55,35 @@ def test_a_type_mismatch_is_sparks_own_sentence_in_one_line(
     assert capfd.readouterr().err == ""
 
 
-def test_verbose_shows_pysparks_client_logs_again(
-    catalog: LocalCatalog, spark_remote: str, capfd: pytest.CaptureFixture[str]
+@pytest.fixture
+def client_records() -> Iterator[list[logging.LogRecord]]:
+    """What pyspark's client loggers let through (after their filters), whatever stream their own
+    handlers were made with (pytest replaces stderr per test)."""
+    from pyspark.logger import PySparkLogger
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    loggers = [PySparkLogger.getLogger(name) for name in ("pyspark.sql.connect.logging", "DataFrameQueryContextLogger")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    yield records
+    for logger in loggers:
+        logger.removeHandler(handler)
+
+
+def test_verbose_shows_pysparks_client_logs_and_quiet_keeps_them_out(
+    catalog: LocalCatalog, spark_remote: str, client_records: list[logging.LogRecord]
 ) -> None:
     frame = table("main.ml.points")
+    with pytest.raises(QueryError):
+        frame.select("idx")
+    assert client_records == []  # quiet: nothing reaches any handler
     set_verbose(True)
     try:
         with pytest.raises(QueryError):
             frame.select("idx")
     finally:
         set_verbose(None)
-    assert "UNRESOLVED_COLUMN" in capfd.readouterr().err
+    assert any("UNRESOLVED_COLUMN" in record.getMessage() for record in client_records), client_records
     assert len(to_pandas(frame.select("id"))) == 50  # the frame is unharmed

@@ -26,7 +26,8 @@ from uc_jupyter.errors import OneLine
 
 __all__ = ["QueryError", "one_line"]
 
-_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+.*$")  # and what follows it on the line ("; line 1 pos 0;")
+# Spark's state code, and the position that follows it on the line ("; line 1 pos 0;", "(line 1, pos 8)").
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+.*$")
 
 
 class QueryError(OneLine, ValueError):
@@ -44,8 +45,19 @@ def one_line(error: Any, owner: str, columns: Sequence[str]) -> QueryError:
     if condition.startswith("UNRESOLVED_COLUMN") and "objectName" in parameters:
         return QueryError(opt.unknown_column(owner, _unquoted(parameters["objectName"]), columns))
     message = (error.getMessage() or str(error)).strip().splitlines()
-    first = _SQLSTATE.sub("", message[0]) if message else condition
-    return QueryError(first.replace(f"[{condition}] ", "", 1) if condition else first)
+    first = _SQLSTATE.sub("", message[0]).rstrip(" .") if message else condition
+    if condition:
+        first = first.replace(f"[{condition}] ", "", 1)
+    sql = _sql_of(message)
+    return QueryError(f"{first} in {sql!r}" if sql else first)
+
+
+def _sql_of(message: Sequence[str]) -> str:
+    """The text a parse error is about (the line under Spark's ``== SQL ==``), else ""."""
+    for index, line in enumerate(message[:-1]):
+        if line.strip() == "== SQL ==":
+            return message[index + 1].strip()
+    return ""
 
 
 def _unquoted(identifier: str) -> str:
