@@ -42,6 +42,7 @@ from uc_jupyter.server.listing import (
     volume_entries,
 )
 from uc_jupyter.server.load_lines import load_line
+from uc_jupyter.storage.errors import StorageUnreachable
 
 __all__ = [
     "DEFAULT_PREVIEW_ROWS",
@@ -81,6 +82,8 @@ def status_of(exc: BaseException) -> int | None:
         403
         >>> status_of(NotFound("table main.ml.irsi does not exist"))
         404
+        >>> status_of(StorageUnreachable("cannot list /Volumes/main/ml/v: http://10.0.0.9:9000 refused the connection"))
+        502
         >>> status_of(RuntimeError("boom")) is None
         True
     """
@@ -94,6 +97,8 @@ def status_of(exc: BaseException) -> int | None:
         return 404
     if isinstance(exc, CatalogError):
         return 500  # e.g. a table whose Delta log cannot be read: a one-line message worth showing
+    if isinstance(exc, StorageUnreachable):
+        return 502  # the volume's store, behind us, cannot be reached: its one line, not "Unhandled error"
     return None
 
 

@@ -21,7 +21,17 @@ from __future__ import annotations
 import pickle
 import re
 
-__all__ = ["StorageResponseError", "VolumeReadError", "as_os_error", "first_line", "picklable", "refused_because"]
+from uc_jupyter.errors import OneLine
+
+__all__ = [
+    "StorageResponseError",
+    "StorageUnreachable",
+    "VolumeReadError",
+    "as_os_error",
+    "first_line",
+    "picklable",
+    "refused_because",
+]
 
 _STATUS = re.compile(r"status code: (\d{3})")
 _CODE = re.compile(r"<Code>([^<]{1,100})</Code>")
@@ -38,6 +48,11 @@ _REFUSED = "; the storage refused the credentials: check the volume's credential
 
 class VolumeReadError(OSError):
     """A volume file could not be read, after retries; the message names its /Volumes path."""
+
+
+class StorageUnreachable(OneLine, OSError):
+    """The store behind a volume cannot be reached (it refuses connections, its name does not
+    resolve, it does not answer); the message names the /Volumes path, the endpoint and why."""
 
 
 class StorageResponseError(OSError):

@@ -25,7 +25,9 @@ import contextlib
 import gc
 import os
 import pickle
+import re
 import signal
+import socket
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
@@ -35,7 +37,14 @@ from uc_jupyter.errors import NotFound, UcJupyterWarning
 from uc_jupyter.storage.config import StoreArgs
 from uc_jupyter.storage.credentials import provider_for, source_of
 from uc_jupyter.storage.downloads import Downloads
-from uc_jupyter.storage.errors import VolumeReadError, as_os_error, first_line, picklable, refused_because
+from uc_jupyter.storage.errors import (
+    StorageUnreachable,
+    VolumeReadError,
+    as_os_error,
+    first_line,
+    picklable,
+    refused_because,
+)
 from uc_jupyter.storage.filesystem import FsspecStorage
 from uc_jupyter.storage.pages import Entry, Page
 from uc_jupyter.storage.regions import bucket_region, region_needed
@@ -199,14 +208,15 @@ class ObjectStorage:
         return store
 
     def _made(self, prefix: str | None, *, retries: bool, discover: bool = True) -> Any:
-        """A store (no request is made): listings retry as object_store does; downloads retry
-        with the dataset's policy, so object_store's own retries are off for them."""
+        """A store (no request is made): listings retry in object_store, a few times
+        (:data:`_LISTING_RETRIES`); downloads retry with the dataset's policy, so object_store's own
+        retries are off for them."""
         from obstore.store import AzureStore, GCSStore, S3Store
 
         args = self._args
         config = dict(args.config)
         provider = args.credential_provider
-        retry = None if retries else {"max_retries": 0, "retry_timeout": timedelta(minutes=3)}
+        retry = _LISTING_RETRIES if retries else {"max_retries": 0, "retry_timeout": timedelta(minutes=3)}
         kinds: dict[str, Any] = {"s3": S3Store, "gcs": GCSStore, "azure": AzureStore}
         if args.kind == "s3" and provider is None:
             source = source_of(config, os.environ, args.profile)
@@ -270,6 +280,16 @@ def _without_markers(batches: Iterator[list[Entry]], exists: Callable[[str], boo
         yield [held]
 
 
+# A listing's requests are retried in object_store (5xx answers, dropped connections): a few times,
+# quickly. Its default (10 retries, 3 minutes) kept a notebook waiting 3-10 s on an endpoint that
+# refused every connection, before a line about retries.
+_LISTING_RETRIES = {
+    "max_retries": 3,
+    "retry_timeout": timedelta(seconds=20),
+    "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2), "base": 2.0},
+}
+
+
 def _unaddressable(relative: str) -> bool:
     return any(part in ("", ".", "..") for part in relative.split("/"))
 
@@ -279,6 +299,31 @@ def _entry(meta: Mapping[str, Any]) -> Entry:
     if version is None and meta.get("last_modified") is not None:
         version = str(meta["last_modified"].timestamp())
     return (str(meta["path"]), int(meta["size"]), version)
+
+
+_ENDPOINT = re.compile(r"\b(https?)://([^/\s:]+)(?::(\d+))?")
+
+
+def _unreachable(error: BaseException) -> str:
+    """For a request that never got an answer, what connecting to its endpoint says now, in words
+    ("http://127.0.0.1:9000 refused the connection"); "" when the error names no endpoint, or the
+    endpoint answers (the failure was something else). One connection, at most 2 s."""
+    found = _ENDPOINT.search(str(error))
+    if found is None:
+        return ""
+    scheme, host, port = found.group(1), found.group(2), found.group(3)
+    endpoint = f"{scheme}://{host}{f':{port}' if port else ''}"
+    try:
+        socket.create_connection((host, int(port or (443 if scheme == "https" else 80))), timeout=2.0).close()
+    except ConnectionRefusedError:
+        return f"{endpoint} refused the connection (nothing listens there)"
+    except socket.gaierror:
+        return f"{endpoint}: the name {host} does not resolve"
+    except TimeoutError:
+        return f"{endpoint} did not answer within 2 s"
+    except OSError as failed:
+        return f"{endpoint}: {failed.strerror or type(failed).__name__}"
+    return ""
 
 
 def _listing_error(where: str, exc: Exception) -> Exception:
@@ -292,6 +337,9 @@ def _listing_error(where: str, exc: Exception) -> Exception:
         )
     if isinstance(error, (NotFound, NotADirectoryError)):
         return error
+    cause = _unreachable(error) if "error sending request" in str(error) else ""
+    if cause:  # the store cannot be reached: say where and why, not object_store's retry log
+        return StorageUnreachable(f"cannot list {where}: {cause}; check the volume's endpoint, or that its store runs")
     return OSError(f"cannot list {where}: {type(error).__name__}: {first_line(error)}")
 
 
