@@ -250,3 +250,26 @@ def test_a_same_size_rewrite_after_the_listing_is_refused_by_its_entity_tag_and_
         "as many: its ETag is another); make the dataset again to list the folder again"
     )
     assert s3.stats()["requests"]["412"] == 1 and not (tmp_path / "b").exists()
+
+
+def test_a_download_asked_with_its_entity_tag_ends_with_the_time_the_store_took_to_answer(
+    s3: S3TestServer, tmp_path: Path
+) -> None:
+    """The store's latency comes before its answer and the link's pace after it: the future's result
+    is the first (the time to first byte), whatever the bytes took; a ranged GET cannot tell it."""
+    bucket = f"answer-{uuid.uuid4().hex[:8]}"
+    folder = s3.bucket(bucket) / "data"
+    folder.mkdir()
+    (folder / "a.bin").write_bytes(os.urandom(400_000))  # past the server's 64 KiB chunk: answered, then sent
+    storage = storage_of(s3, bucket)
+    ((_, size, tag),) = [entry for page in storage.pages(recursive=False) for entry in page.files]
+    s3.configure(latency=0.05, bandwidth=2e6)  # 50 ms to answer, then 200 ms for the bytes
+    downloads = storage.downloads(FAST, on_retry=lambda: None, threads=1)
+    [tagged] = downloads.start([Job(f"{bucket}/data/a.bin", str(tmp_path / "a"), f"{WHERE}/a.bin", size, tag)])
+    answered = tagged.result(60)
+    [plain] = downloads.start([Job(f"{bucket}/data/a.bin", str(tmp_path / "b"), f"{WHERE}/a.bin", size)])
+    untold = plain.result(60)
+    downloads.close()
+    assert answered is not None and 0.045 <= answered < 0.15, answered
+    assert untold is None
+    assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes() == (folder / "a.bin").read_bytes()

@@ -367,3 +367,57 @@ def test_fetch_collate_and_transfer_each_get_their_own_change() -> None:
     (advice,) = advise(moving, cpus=8)
     assert advice.startswith("moving each batch from a worker to the loop takes longer than making it (50.0 ms")
     assert "num_workers=0 makes them in the loop (exposed wait 50% -> about 2%)" in advice
+
+
+def reading(samples: list[Sample], *, each: float, answer: float | None, size: int = 16_000) -> list[Sample]:
+    """``samples`` (workers) whose misses were downloads of ``each`` seconds, of which the store took
+    ``answer`` to answer (None: their downloads cannot tell)."""
+    return [
+        replace(
+            w,
+            reads=w.misses,
+            read_seconds=w.misses * each,
+            answered=w.misses if answer is not None else 0,
+            answer_seconds=w.misses * (answer or 0.0),
+            bytes_downloaded=w.misses * size,
+        )
+        for w in samples
+    ]
+
+
+def test_fetch_that_waits_for_the_stores_answer_is_latency_bound_and_asks_for_the_window_its_pace_needs() -> None:
+    # 100 batches of 8 files, a 50 ms step: the loop takes 160 files a second; a download takes 30 ms,
+    # 28 of them waiting for the answer, and 2.4 are in flight (24 s of downloads over 10 s).
+    loop = staged(0.5, (8.0, 0.1, 0.1), (4.8, 0.1, 0.0, 0.1, 0.0))
+    snap = snapshot(10.0, loop, *reading(workers(count=2, hits=0, misses=800), each=0.03, answer=0.028))
+    assert "(latency-bound fetch 96%, decode 2%, transfer 2%; over 10%" in verdict(snap).text
+    advice = advise(snap, cpus=8)
+    assert advice[-1] == (
+        "fetch is latency-bound (fetch 96%, decode 2%, transfer 2% of the wait): each read waits 28.0 ms for the "
+        "store's answer (93% of it) with 2.4 in flight on average, and the loop's pace needs about 7: raise the "
+        "dataset's prefetch= to 4 (reads in flight per worker) (exposed wait 50% -> about 31%), or num_workers "
+        "from 2 to 4 (exposed wait 50% -> about 37%)"
+    )
+    # All CPUs busy: more reads in flight cost none, so the window is still what it asks for.
+    assert "raise the dataset's prefetch= to 4" in advise(snap, cpus=2)[-1]
+
+
+def test_fetch_that_mostly_receives_bytes_is_bandwidth_bound_and_never_asks_for_more_in_flight() -> None:
+    loop = staged(0.5, (8.0, 0.1, 0.1), (4.8, 0.1, 0.0, 0.1, 0.0))
+    snap = snapshot(10.0, loop, *reading(workers(count=2, hits=0, misses=800), each=0.2, answer=0.01, size=200_000))
+    assert "(bandwidth-bound fetch 96%, decode 2%, transfer 2%; over 10%" in verdict(snap).text
+    advice = advise(snap, cpus=8)
+    assert advice[-1] == (
+        "fetch is bandwidth-bound (fetch 96%, decode 2%, transfer 2% of the wait): reads spend 95% of their time "
+        "receiving bytes, 16.0 MB/s in all with 16.0 in flight, and more reads at once share the same link: read "
+        "fewer bytes per item (smaller or compressed files), keep them in the cache for the next epochs, or read "
+        "from storage closer to this machine"
+    )
+    assert not any("prefetch=" in line or "num_workers" in line for line in advice), advice
+
+
+def test_fetch_whose_downloads_cannot_tell_the_answer_keeps_the_window_or_workers_advice() -> None:
+    loop = staged(0.5, (8.0, 0.1, 0.1), (4.8, 0.1, 0.0, 0.1, 0.0))
+    snap = snapshot(10.0, loop, *reading(workers(count=2, hits=0, misses=800), each=0.03, answer=None))
+    assert "(fetch 96%, decode 2%" in verdict(snap).text
+    assert advise(snap, cpus=8)[-1].startswith("keep more reads in flight: fetch waits 80.0 ms per batch")

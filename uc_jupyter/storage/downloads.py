@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_PREFETCH",
+    "Download",
     "Downloads",
     "Job",
     "LazyDownloads",
@@ -115,14 +116,20 @@ def changed_since_listing(where: str, listed: int, now: int | None, *, another: 
     )
 
 
-class Downloads(Protocol):
-    """Downloads of remote files into local files, each ending in a future (None or VolumeReadError).
-    A file that is not its listed size ends with :func:`changed_since_listing`'s error, no file left."""
+# A download's future: it ends with the seconds its last attempt waited for the store's first answer
+# (the time to first byte: the request's latency, apart from the time its bytes took to arrive), or
+# None where the kind of download cannot tell them apart; or with its error (VolumeReadError).
+Download = cf.Future[float | None]
 
-    def start(self, jobs: Sequence[Job]) -> list[cf.Future[None]]:
+
+class Downloads(Protocol):
+    """Downloads of remote files into local files, each ending in a :data:`Download` future. A file
+    that is not its listed size ends with :func:`changed_since_listing`'s error, no file left."""
+
+    def start(self, jobs: Sequence[Job]) -> list[Download]:
         """Start downloading each :class:`Job`."""
 
-    def cancel(self, futures: Sequence[cf.Future[None]]) -> None:
+    def cancel(self, futures: Sequence[Download]) -> None:
         """Ask these downloads to stop; each future still ends, once its download has stopped."""
 
     def close(self) -> None:
@@ -144,12 +151,12 @@ class LazyDownloads:
         self._make = make
         self._made: Downloads | None = None
 
-    def start(self, jobs: Sequence[Job]) -> list[cf.Future[None]]:
+    def start(self, jobs: Sequence[Job]) -> list[Download]:
         if self._made is None:
             self._made = self._make()
         return self._made.start(jobs)
 
-    def cancel(self, futures: Sequence[cf.Future[None]]) -> None:
+    def cancel(self, futures: Sequence[Download]) -> None:
         if self._made is not None:  # nothing was started by downloads never made
             self._made.cancel(futures)
 
@@ -176,10 +183,10 @@ class ThreadDownloads:
         self._rng = random.Random()
         self._pool = cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="uc-jupyter-fetch")
 
-    def start(self, jobs: Sequence[Job]) -> list[cf.Future[None]]:
+    def start(self, jobs: Sequence[Job]) -> list[Download]:
         return [self._pool.submit(self._fetch, job) for job in jobs]
 
-    def cancel(self, futures: Sequence[cf.Future[None]]) -> None:
+    def cancel(self, futures: Sequence[Download]) -> None:
         for future in futures:
             future.cancel()  # one already running finishes; its file is removed by the caller
 

@@ -26,7 +26,7 @@ import errno
 import os
 from collections.abc import Sequence
 
-from uc_jupyter.storage.downloads import Job, changed_since_listing
+from uc_jupyter.storage.downloads import Download, Job, changed_since_listing
 from uc_jupyter.storage.errors import VolumeReadError
 from uc_jupyter.storage.local_volume import LocalVolume
 
@@ -44,7 +44,7 @@ class LocalDownloads:
         self._prefix = volume.path.rstrip("/") + "/"
         self._pool = cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="uc-jupyter-copy")
 
-    def start(self, jobs: Sequence[Job]) -> list[cf.Future[None]]:
+    def start(self, jobs: Sequence[Job]) -> list[Download]:
         """Start copying each job (its remote: the file's local path, below the volume folder's)."""
         return [self._pool.submit(self._copy, job) for job in jobs]
 
@@ -55,7 +55,7 @@ class LocalDownloads:
             raise VolumeReadError(f"cannot copy {job.where}: {job.remote!r} is not a file below {self._prefix}")
         return relative
 
-    def cancel(self, futures: Sequence[cf.Future[None]]) -> None:
+    def cancel(self, futures: Sequence[Download]) -> None:
         for future in futures:
             future.cancel()  # one already copying finishes; the caller removes its file
 

@@ -42,7 +42,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from uc_jupyter.storage.downloads import Job, changed_since_listing
+from uc_jupyter.storage.downloads import Download, Job, changed_since_listing
 from uc_jupyter.storage.errors import VolumeReadError, as_os_error
 from uc_jupyter.storage.retry import RetryPolicy, retry_delay
 
@@ -63,15 +63,17 @@ class DownloadCancelled(Exception):
 
 class _Job:
     """One download, on the loop thread: what it waits for now (a GET's answer, a task, or the
-    timer of its next attempt; None once its body is being written) and its attempts so far."""
+    timer of its next attempt; None once its body is being written), its attempts so far, and how
+    long its last attempt waited for the store's first answer (None: not timed, see :meth:`ObjectDownloads._ask`)."""
 
-    __slots__ = ("attempt", "etag", "future", "key", "local", "size", "waiting", "where")
+    __slots__ = ("answered", "attempt", "etag", "future", "key", "local", "size", "waiting", "where")
 
-    def __init__(self, key: str, local: str, where: str, size: int, etag: str | None, future: cf.Future[None]) -> None:
+    def __init__(self, key: str, local: str, where: str, size: int, etag: str | None, future: Download) -> None:
         self.key, self.local, self.where, self.size, self.future = key, local, where, size, future
         self.etag = etag
         self.waiting: asyncio.Future[Any] | asyncio.Handle | None = None
         self.attempt = 0
+        self.answered: float | None = None
 
 
 class ObjectDownloads:
@@ -85,18 +87,18 @@ class ObjectDownloads:
         self._store: Any = store
         self._root = root.rstrip("/") + "/"
         self._policy, self._on_retry = policy, on_retry
-        self._jobs: dict[cf.Future[None], _Job] = {}  # loop thread only: not yet over, for cancel
+        self._jobs: dict[Download, _Job] = {}  # loop thread only: not yet over, for cancel
         self._running = 0  # started and not yet ended (counted as start() hands them over)
         self._count = threading.Lock()
         self._idle = threading.Event()
         self._idle.set()
         self._closed = False
 
-    def start(self, jobs: Sequence[Job]) -> list[cf.Future[None]]:
+    def start(self, jobs: Sequence[Job]) -> list[Download]:
         futures = []
         work = []
         for remote, local, where, size, etag in jobs:
-            future: cf.Future[None] = cf.Future()
+            future: Download = cf.Future()
             future.set_running_or_notify_cancel()  # it ends when the download has stopped, not before
             futures.append(future)
             if not remote.startswith(self._root) or self._closed:
@@ -111,7 +113,7 @@ class ObjectDownloads:
             _loop().call_soon_threadsafe(self._launch, work)
         return futures
 
-    def cancel(self, futures: Sequence[cf.Future[None]]) -> None:
+    def cancel(self, futures: Sequence[Download]) -> None:
         _loop().call_soon_threadsafe(self._cancel, list(futures))
 
     def close(self) -> None:
@@ -135,7 +137,10 @@ class ObjectDownloads:
         larger than ``_MEMORY_BODY`` is streamed in a task; an empty one is asked its size (HEAD).
         A file listed with an entity tag is asked for that version only (``If-Match``, in a task:
         a GET with options answers a result, then its body): a rewrite of the same size since the
-        listing is refused by the store (412) instead of read as the listed version."""
+        listing is refused by the store (412) instead of read as the listed version.
+
+        Only the task's GET tells when the store answered (its result comes before its body): the
+        download's future ends with that time to first byte, the ranged GET's with None."""
         import obstore
 
         if job.size > _MEMORY_BODY or (job.etag is not None and job.size):
@@ -221,8 +226,12 @@ class ObjectDownloads:
         if job.etag is not None:
             options["if_match"] = job.etag
         body = None
+        loop = asyncio.get_running_loop()
+        job.answered = None  # this attempt's, once the store answers it
         try:
+            asked = loop.time()
             result = await obstore.get_async(self._store, job.key, options=options)
+            job.answered = loop.time() - asked
             now = int(result.meta["size"])
             if now != job.size:
                 raise changed_since_listing(job.where, job.size, now)
@@ -248,7 +257,7 @@ class ObjectDownloads:
             job.waiting = None
             self._ended(job, None, body, streamed=body is None)
 
-    def _cancel(self, futures: list[cf.Future[None]]) -> None:
+    def _cancel(self, futures: list[Download]) -> None:
         for future in futures:
             job = self._jobs.get(future)
             if job is None or job.waiting is None:
@@ -263,9 +272,9 @@ class ObjectDownloads:
         """The download is over on the loop: its body is written, or its future ended, on the files thread."""
         self._jobs.pop(job.future, None)
         if error is None and not streamed:
-            _later(self._write, body, job.local, job.where, job.future, job.attempt, self._done)
+            _later(self._write, body, job.local, job.where, job.future, job.attempt, self._done, job.answered)
         else:
-            _later(self._complete, job.future, job.local, error, self._done)
+            _later(self._complete, job.future, job.local, error, self._done, job.answered)
 
     def _done(self) -> None:
         with self._count:
@@ -292,7 +301,14 @@ class ObjectDownloads:
 
     # ---------------------------------------------------------------- on the files thread
     def _write(
-        self, body: Any, local: str, where: str, future: cf.Future[None], attempt: int, done: Callable[[], None]
+        self,
+        body: Any,
+        local: str,
+        where: str,
+        future: Download,
+        attempt: int,
+        done: Callable[[], None],
+        answered: float | None,
     ) -> None:
         error: BaseException | None = None
         try:
@@ -303,14 +319,17 @@ class ObjectDownloads:
                 os.close(fd)
         except OSError as exc:  # a full disk, a removed folder, a symlink put in its place: final
             error = _final(exc, attempt, local, where, self._policy)
-        self._complete(future, local, error, done)
+        self._complete(future, local, error, done, answered)
 
     @staticmethod
-    def _complete(future: cf.Future[None], local: str, error: BaseException | None, done: Callable[[], None]) -> None:
-        """End the future (removing the file of one that failed); then count the download as over."""
+    def _complete(
+        future: Download, local: str, error: BaseException | None, done: Callable[[], None], answered: float | None
+    ) -> None:
+        """End the future with ``answered`` (removing the file of one that failed), then count the
+        download as over."""
         try:
             if error is None:
-                future.set_result(None)
+                future.set_result(answered)
                 return
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(local)

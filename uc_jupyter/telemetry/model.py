@@ -185,6 +185,12 @@ class Sample:
     padded: int = 0
     dropped: int = 0
     resumed_epoch: int = -1  # a stream's: the epoch its current pass resumed mid-way from a checkpoint; -1: none
+    # A stream's downloads: how many and their seconds; of those whose time to first byte the store
+    # told, how many and the seconds they waited for it (uc_jupyter.widgets.reads judges them).
+    reads: int = 0
+    read_seconds: float = 0.0
+    answered: int = 0
+    answer_seconds: float = 0.0
     queue_depth: int = 0  # the loop's sample: batches requested from workers, not yet delivered
     worker_queue_depths: tuple[int, ...] = ()  # the loop's sample: the same per worker
     cache_used_bytes: int = 0

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from uc_jupyter.telemetry.model import EXPOSED_STAGES, MADE_STAGES, MAIN_WORKER, Sample, Snapshot, waits_most
+from uc_jupyter.widgets.reads import Reads
 from uc_jupyter.widgets.units import format_bytes, format_seconds, shares_text, three_digits
 
 __all__ = [
@@ -116,7 +117,7 @@ def verdict(figures: Snapshot, *, scope: str = "") -> Verdict:
     ranked = rank if len(loops) > 1 else None
     if share > INPUT_BOUND_SHARE:
         over = f"over {INPUT_BOUND_SHARE:.0%}: data loading holds training back"
-        stages = shares_text(loop.exposed_by_stage())  # where the wait went, when the stages are timed
+        stages = shares_text(_named_stages(figures, loop))  # where the wait went, when the stages are timed
         text = (
             f"input-bound: {who} waited for data {share:.0%}{where} ({f'{stages}; ' if stages else ''}{over}){others}"
         )
@@ -131,6 +132,21 @@ def verdict(figures: Snapshot, *, scope: str = "") -> Verdict:
         return Verdict(share, False, text, "start-up", ranked)
     text = f"compute-bound: {who} waited for data {share:.0%}{where}; data keeps up{others}"
     return Verdict(share, False, text, "compute-bound", ranked)
+
+
+def _named_stages(figures: Snapshot, loop: Sample) -> dict[str, float]:
+    """The loop's stage shares, fetch named 'latency-bound fetch' or 'bandwidth-bound fetch' when
+    it is the bound stage and its reads say which (:mod:`uc_jupyter.widgets.reads`)."""
+    shares = loop.exposed_by_stage()
+    if loop.bound_stage() != "fetch":
+        return shares
+    bound = Reads.of(loop, _workers(figures, loop.rank)).bound
+    return {(f"{bound}-bound fetch" if bound and stage == "fetch" else stage): v for stage, v in shares.items()}
+
+
+def _workers(figures: Snapshot, rank: int) -> list[Sample]:
+    """The samples of ``rank``'s streams (its worker processes, or its loop's own process)."""
+    return [s for (r, w), s in sorted(figures.samples.items()) if r == rank and w != MAIN_WORKER]
 
 
 def _no_step(loop: Sample) -> bool:
@@ -224,7 +240,7 @@ def _rank_advice(figures: Snapshot, loop: Sample, cpus: int | None) -> list[str]
     """The lines for one rank; None when nothing holds its loop back (it is compute-bound)."""
     share = loop.exposed_wait
     steady = _steady_seconds(loop)
-    workers = [s for (r, w), s in sorted(figures.samples.items()) if r == loop.rank and w != MAIN_WORKER]
+    workers = _workers(figures, loop.rank)
     if share is None or share <= INPUT_BOUND_SHARE:
         if loop.startup <= steady:
             return None
@@ -325,7 +341,7 @@ def _worker_advice(
         )
     bound = loop.bound_stage()
     if bound and bound != "other":
-        return _stage_advice(loop, bound, stages, count, cpus, share, files=any(w.hits or w.misses for w in workers))
+        return _stage_advice(loop, bound, stages, count, cpus, share, workers)
     if on_cpu is not None and on_cpu < WAITING_WORKERS:
         return (
             f"the workers wait for their data: on CPU {on_cpu:.0%} of the time, they spend the rest waiting for "
@@ -340,7 +356,7 @@ def _worker_advice(
             f"{format_seconds(fetch.quantile(0.99))}): fetch further ahead with a larger prefetch_factor, "
             "or the dataset's prefetch= for downloads"
         )
-    files = any(w.hits or w.misses for w in workers)  # a table's workers count rows, never hits
+    files = _reads_files(workers)
     if cpus is not None and count >= cpus:
         return _cheaper(cpus, waited, files)
     suggestion = _more_workers(loop, count, cpus, share)
@@ -353,10 +369,17 @@ def _worker_advice(
 
 
 def _stage_advice(
-    loop: Sample, bound: str, stages: dict[str, float], count: int, cpus: int | None, share: float, *, files: bool
+    loop: Sample,
+    bound: str,
+    stages: dict[str, float],
+    count: int,
+    cpus: int | None,
+    share: float,
+    workers: Sequence[Sample],
 ) -> str:
     """The change for the stage that caused most of the wait, with the seconds it measured and the
     exposed wait more workers are expected to leave (:func:`_effect`)."""
+    files = _reads_files(workers)
     made = dict(zip(MADE_STAGES, loop.made, strict=True))
     batches = max(loop.batches, 1)
     where = f"{shares_text(stages)} of the wait"
@@ -382,6 +405,9 @@ def _stage_advice(
         said = f"collate takes {per_batch} per batch {on} ({where})"
         return f"{said}: a lighter collate_fn (stack tensors, not Python lists), or more workers"
     suggestion = _more_workers(loop, count, cpus, share)
+    reads = Reads.of(loop, workers)
+    if bound == "fetch" and reads.bound is not None:  # more reads in flight cost no CPU: judged first
+        return _fetch_advice(loop, reads, count, suggestion, share, where)
     if suggestion <= count:  # every CPU runs a worker already: only cheaper items help
         return _cheaper(count, f"{bound} takes {per_batch} per batch ({where})", files)
     effect = _effect(loop, count, suggestion, share)
@@ -392,6 +418,40 @@ def _stage_advice(
             f"num_workers from {count} to {suggestion}{effect}, or the dataset's prefetch= (more downloads per worker)"
         )
     return f"raise num_workers from {count} to {suggestion}: {bound} takes {per_batch} per batch {on} ({where}){effect}"
+
+
+def _fetch_advice(loop: Sample, reads: Reads, count: int, suggestion: int, share: float, where: str) -> str:
+    """Fetch caused most of the wait, and the reads say why (:mod:`uc_jupyter.widgets.reads`):
+    latency-bound, the window to ask for and the exposed wait expected of it; bandwidth-bound, what
+    lowers the bytes (more reads in flight would share the same link)."""
+    if reads.bound == "bandwidth":
+        return (
+            f"fetch is bandwidth-bound ({where}): reads spend {1 - reads.answer_share:.0%} of their time receiving "
+            f"bytes, {format_bytes(reads.throughput)}/s in all with {reads.in_flight:.1f} in flight, and more reads "
+            "at once share the same link: read fewer bytes per item (smaller or compressed files), keep them in "
+            "the cache for the next epochs, or read from storage closer to this machine"
+        )
+    needed = max(reads.needed(), math.ceil(reads.in_flight) + 1)
+    window = reads.per_stream(needed)  # per stream: the dataset's prefetch= (the rank's in flight: all streams')
+    asked = window * max(1, reads.streams)
+    expected = _expected_wait(loop, count, count, fetch_scale=min(1.0, reads.in_flight / asked))
+    effect = f" (exposed wait {share:.0%} -> about {expected:.0%})" if expected is not None else ""
+    workers = (
+        f", or num_workers from {count} to {suggestion}{_effect(loop, count, suggestion, share)}"
+        if suggestion > count
+        else ""
+    )
+    return (
+        f"fetch is latency-bound ({where}): each read waits {format_seconds(reads.latency)} for the store's "
+        f"answer ({reads.answer_share:.0%} of it) with {reads.in_flight:.1f} in flight on average, and the loop's "
+        f"pace needs about {needed}: raise the dataset's prefetch= to {window} (reads in flight "
+        f"per worker){effect}{workers}"
+    )
+
+
+def _reads_files(workers: Sequence[Sample]) -> bool:
+    """Whether the streams read files (a table's count rows, never hits or misses): file advice fits."""
+    return any(w.hits or w.misses for w in workers)
 
 
 def _cheaper(cpus: int, why: str, files: bool) -> str:
@@ -419,12 +479,13 @@ def _more_workers(loop: Sample, count: int, cpus: int | None, share: float) -> i
     return min(max(needed, count + 1), cpus) if cpus else max(needed, count + 1)
 
 
-def _expected_wait(loop: Sample, now: int, then: int) -> float | None:
-    """The exposed wait expected with ``then`` workers instead of ``now``, from the stage times: each
-    batch takes ``P`` seconds to make (its stages' seconds) and ``then`` workers make one every
-    ``P / then``; the loop's step ``S`` hides that much, the transfer stays. With workers already,
-    the measured wait shrinks by what the added workers save (``P / now - P / then``). None without
-    stage times.
+def _expected_wait(loop: Sample, now: int, then: int, *, fetch_scale: float = 1.0) -> float | None:
+    """The exposed wait expected with ``then`` workers instead of ``now``, and the fetch stage's
+    seconds scaled by ``fetch_scale`` (more reads in flight), from the stage times: each batch takes
+    ``P`` seconds to make (its stages' seconds; ``P'`` after the change) and ``then`` workers make
+    one every ``P' / then``; the loop's step ``S`` hides that much, the transfer stays. With workers
+    already, the measured wait shrinks by what the change saves (``P / now - P' / then``). None
+    without stage times.
 
     Example:
         >>> from uc_jupyter.telemetry.model import Histogram
@@ -438,12 +499,13 @@ def _expected_wait(loop: Sample, now: int, then: int) -> float | None:
     if not steps or making <= 0 or then <= 0:
         return None
     per_batch, step = making / max(loop.batches, 1), loop.between.mean
+    changed = (making - (1.0 - fetch_scale) * loop.made[MADE_STAGES.index("fetch")]) / max(loop.batches, 1)
     transfer = loop.exposed[EXPOSED_STAGES.index("transfer")] / steps
     if now == 0:
-        wait = max(0.0, per_batch / then - step)
+        wait = max(0.0, changed / then - step)
     else:
         made_wait = sum(loop.exposed) / steps - transfer
-        wait = max(0.0, made_wait - (per_batch / now - per_batch / then))
+        wait = max(0.0, made_wait - (per_batch / now - changed / then))
     wait += transfer
     return wait / (wait + step) if wait + step > 0 else None
 

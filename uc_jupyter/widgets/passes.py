@@ -63,6 +63,10 @@ _COUNTERS = (
     "cpu_seconds",
     "worker_starts",
     "pinned",
+    "reads",
+    "read_seconds",
+    "answered",
+    "answer_seconds",
 )
 
 

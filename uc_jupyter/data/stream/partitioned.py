@@ -317,6 +317,16 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
                 counters.hits += 1
             self._positions[stream] += 1
 
+    def _count_read(self, counters: StreamCounters, seconds: float, answered: float | None) -> None:
+        """One download of the stream took ``seconds``, of which the store took ``answered`` to
+        answer (None: not told)."""
+        with self._lock:
+            counters.reads += 1
+            counters.read_seconds += seconds
+            if answered is not None:
+                counters.answered += 1
+                counters.answer_seconds += answered
+
 
 _FROZEN_IN: int | None = None  # the DataLoader worker process that froze what it inherited
 

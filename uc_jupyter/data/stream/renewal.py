@@ -21,7 +21,6 @@ Example:
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -29,7 +28,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from uc_jupyter.catalog.rest.vended import refresh_due
-from uc_jupyter.storage.downloads import Downloads, Job
+from uc_jupyter.storage.downloads import Download, Downloads, Job
 
 if TYPE_CHECKING:
     from uc_jupyter.catalog import Catalog
@@ -94,7 +93,7 @@ class RenewingDownloads:
         self._retired: list[Downloads] = []
         self._lock = threading.Lock()  # the prefetcher may start a download from another thread
 
-    def start(self, jobs: Sequence[Job]) -> list[cf.Future[None]]:
+    def start(self, jobs: Sequence[Job]) -> list[Download]:
         with self._lock:
             if self._renew():
                 self._retired.append(self._current)
@@ -102,7 +101,7 @@ class RenewingDownloads:
             current = self._current
         return current.start(jobs)
 
-    def cancel(self, futures: Sequence[cf.Future[None]]) -> None:
+    def cancel(self, futures: Sequence[Download]) -> None:
         # A future may come from a retired one: each ignores the futures it did not start.
         with self._lock:
             every = (self._current, *self._retired)

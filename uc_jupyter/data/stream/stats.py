@@ -48,6 +48,10 @@ class StreamCounters:
     shard_size: int = 0
     skipped: int = 0
     resumed_epoch: int = -1
+    reads: int = 0
+    read_seconds: float = 0.0
+    answered: int = 0
+    answer_seconds: float = 0.0
 
     def known_shard(self, size: int) -> None:
         """A pass that started while its items arrive: its shard is known to be at least ``size``."""
@@ -77,6 +81,12 @@ class StreamStats:
     shard_size: int = 0  # items this stream delivers per epoch
     skipped: int = 0  # this stream's share of the files left out by the filters (they sum to the dataset's)
     resumed_epoch: int = -1  # the epoch this stream's current pass resumed mid-way (from a checkpoint); -1: it did not
+    # Its downloads (those the fetch-ahead window started): how many, the seconds they took, and of
+    # those the store told the time to first byte of, how many and the seconds they waited for it.
+    reads: int = 0
+    read_seconds: float = 0.0
+    answered: int = 0
+    answer_seconds: float = 0.0
 
     def sample(self, *, seq: int, time: float, cache: CacheStats | None) -> Sample:
         """This stream's telemetry sample at ``time``, with the shared ``cache``'s fill (None: no cache).
@@ -101,6 +111,10 @@ class StreamStats:
             padded=self.padded,
             dropped=self.dropped,
             resumed_epoch=self.resumed_epoch,
+            reads=self.reads,
+            read_seconds=self.read_seconds,
+            answered=self.answered,
+            answer_seconds=self.answer_seconds,
             cache_used_bytes=cache.used_bytes if cache else 0,
             cache_max_bytes=cache.max_bytes if cache else 0,
             cache_evictions=cache.evictions if cache else 0,

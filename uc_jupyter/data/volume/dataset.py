@@ -445,6 +445,7 @@ class UCVolumeDataset(PartitionedDataset):
                 prefetch=self.prefetch,
                 consumer=using,
                 relieve=held.relieve,
+                on_read=functools.partial(self._count_read, counters),
             )
         except Exception as exc:
             return _fails(exc)

@@ -54,7 +54,7 @@ from uc_jupyter.data.cache import CachedFile, FileCache, Ticket
 from uc_jupyter.data.stream.loop_progress import UNKNOWN, Consumer
 from uc_jupyter.data.volume.keeping import may_keep
 from uc_jupyter.data.volume.pace import Pace, budget_cap, depth_cap
-from uc_jupyter.storage.downloads import Downloads, Job, Wanted
+from uc_jupyter.storage.downloads import Download, Downloads, Job, Wanted
 from uc_jupyter.storage.errors import VolumeReadError
 
 __all__ = ["Prefetcher"]
@@ -73,14 +73,15 @@ class _Slot:
     """One file in the window, in delivery order: pinned (``got``), coming (``future``: a download,
     put in place as soon as it ends, or a wait for another process's copy), or still unreserved."""
 
-    __slots__ = ("download", "future", "got", "seconds", "wanted")
+    __slots__ = ("answered", "download", "future", "got", "seconds", "wanted")
 
     def __init__(self, wanted: Wanted) -> None:
         self.wanted = wanted
         self.got: CachedFile | None = None
         self.future: cf.Future[CachedFile] | None = None
-        self.download: cf.Future[None] | None = None  # to cancel
+        self.download: Download | None = None  # to cancel
         self.seconds = 0.0  # how long the download took
+        self.answered: float | None = None  # of which the wait for the store's first answer, when told
 
 
 class Prefetcher:
@@ -100,6 +101,9 @@ class Prefetcher:
             release files the consumer is done with when the cache needs room for a file needed now.
         clock: monotonic seconds, for how long downloads take and how fast the consumer takes
             files (the pace); read on the downloads' threads too. Tests pass their own.
+        on_read: told of each download the consumer reached, on its thread: ``on_read(seconds,
+            answered)``, how long it took and how much of it the store took to answer (None: not
+            told by the downloads); the stream's read counters (the verdict's latency or bandwidth).
 
     Each file :meth:`run` yields is pinned: release it (``cache.release``) once the consumer is done with it.
     """
@@ -116,8 +120,10 @@ class Prefetcher:
         consumer: Consumer = UNKNOWN,
         relieve: Callable[[int], int] = lambda size: 0,
         clock: Callable[[], float] = time.perf_counter,
+        on_read: Callable[[float, float | None], None] = lambda seconds, answered: None,
     ) -> None:
         self.cache, self.downloads = cache, downloads
+        self._on_read = on_read
         self.group, self.keep = group, keep
         self._relieve_handed = relieve
         cache.mark_used(group)  # a pass over the group's listing starts: not evicted for another
@@ -289,7 +295,7 @@ class Prefetcher:
             resident=cache.resident_bytes(), window=window, max_bytes=cache.max_bytes, headroom=cache.headroom
         )
 
-    def _ended(self, slot: _Slot, ticket: Ticket, started: float, download: cf.Future[None]) -> None:
+    def _ended(self, slot: _Slot, ticket: Ticket, started: float, download: Download) -> None:
         """Put the file in place as soon as its download ends, so that others waiting for it (other
         streams, other processes) need not wait for this stream's consumer. This runs on the thread
         that ended the download: a pool thread, or the object-store downloads' files thread (never
@@ -299,7 +305,7 @@ class Prefetcher:
         assert future is not None, "a download's slot has its future before the download can end"
         slot.seconds = self._clock() - started
         try:
-            download.result()
+            slot.answered = download.result()
             got = self.cache.finish(ticket)
         except BaseException as exc:
             try:
@@ -344,6 +350,7 @@ class Prefetcher:
             raise full from exc
         if slot.download is not None:
             self.pace.fetched(slot.seconds, waited=waited)
+            self._on_read(slot.seconds, slot.answered)
         return slot.got, waited
 
     def _relieve(self, size: int) -> int:
