@@ -26,10 +26,12 @@ __all__ = ["__version__", "load", "load_ipython_extension", "unload_ipython_exte
 __getattr__ = lazy_attributes("uc_jupyter", {"load": "uc_jupyter.loading"})
 
 
-def _loader_monitor(source: Callable[[], Snapshot], title: str) -> watch.PassWatch:
+def _loader_monitor(
+    source: Callable[[], Snapshot], title: str, *, headroom: watch.Headroom | None = None
+) -> watch.PassWatch:
     from uc_jupyter.widgets.monitor import LoaderMonitor
 
-    return LoaderMonitor(source, title=title)
+    return LoaderMonitor(source, title=title, headroom=headroom)
 
 
 # The package is where the layers are put together: the loader and the rank pool (below the widgets)

@@ -12,15 +12,15 @@ import uc_jupyter  # noqa: F401  (registers the dashboard)
 from tests.data.loader.test_dataloader import Squares
 from uc_jupyter.data import DataLoader
 from uc_jupyter.telemetry.model import Snapshot
-from uc_jupyter.telemetry.watch import ViewMaker, show_passes_with, watch_passes, watching
+from uc_jupyter.telemetry.watch import Headroom, ViewMaker, show_passes_with, watch_passes, watching
 from uc_jupyter.widgets import LoaderMonitor
 
 
 class Recorded:
     """A view that writes down what it is told."""
 
-    def __init__(self, source: Callable[[], Snapshot], title: str) -> None:
-        self.source, self.title = source, title
+    def __init__(self, source: Callable[[], Snapshot], title: str, headroom: Headroom | None) -> None:
+        self.source, self.title, self.headroom = source, title, headroom
         self.calls: list[tuple[Any, ...]] = []
 
     def begin(
@@ -42,8 +42,8 @@ class Recorded:
 def recorded() -> Iterator[list[Recorded]]:
     made: list[Recorded] = []
 
-    def make(source: Callable[[], Snapshot], title: str) -> Recorded:
-        made.append(Recorded(source, title))
+    def make(source: Callable[[], Snapshot], title: str, *, headroom: Headroom | None = None) -> Recorded:
+        made.append(Recorded(source, title, headroom))
         return made[-1]
 
     previous = show_passes_with(make)
@@ -75,6 +75,12 @@ def test_a_monitored_loader_shows_every_pass_in_one_view_from_the_hook(recorded:
     ]
     assert loader.dashboard_monitor is view
     assert view.source().samples == loader.live_stats().samples  # the loader's own figures
+    # Its headroom too, for the view to offer: a step run fed by the loader, then from memory.
+    assert view.headroom is not None
+    stepped: list[Any] = []
+    report = view.headroom(stepped.append)
+    assert "over 1 steps" in repr(report) and len(stepped) == 3  # 2 batches fed (the first untimed), 1 replayed
+    assert loader.epoch == 3 and len(view.calls) == 6  # its own pass: no epoch used, nothing shown
 
 
 def test_an_unmonitored_loader_asks_for_no_view(recorded: list[Recorded]) -> None:

@@ -4,11 +4,12 @@ The data pipeline and the rank pool sit below the widgets (docs/architecture.md,
 ``DataLoader(monitor=True)`` or a ``%%uc_distributed --monitor`` cell asks :func:`watch_passes` for a
 :class:`PassWatch` over its snapshots, and the view registered with :func:`show_passes_with` makes it.
 ``import uc_jupyter`` registers the widgets' ``LoaderMonitor`` (imported only when a view is first
-asked for); a notebook front end of its own registers its own.
+asked for); a notebook front end of its own registers its own. A loader also hands over its
+``headroom(step)``, which a view may offer as an action (the dashboard's *Measure headroom*).
 
 Example:
     >>> class Printed:
-    ...     def __init__(self, source, title): self.title = title
+    ...     def __init__(self, source, title, *, headroom=None): self.title = title
     ...     def begin(self, label, start, **given): print("begin", self.title, repr(label))
     ...     def end(self, final, *, error=None, stopped=False): print("end", error, stopped)
     >>> previous = show_passes_with(Printed)
@@ -23,12 +24,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from uc_jupyter.telemetry.model import Snapshot
 
-__all__ = ["PassWatch", "ViewMaker", "show_passes_with", "watch_passes", "watching"]
+__all__ = ["Headroom", "PassWatch", "ViewMaker", "show_passes_with", "watch_passes", "watching"]
 
 
 class PassWatch(Protocol):
@@ -51,8 +52,18 @@ class PassWatch(Protocol):
         """The open pass ended at ``final`` (None: ask the source); failed with ``error``, or left early."""
 
 
-# What makes a view: the source of cumulative snapshots (thread-safe: polled) and a title.
-ViewMaker = Callable[[Callable[[], "Snapshot"], str], PassWatch]
+# A loader's headroom(step): runs the step fed by the loader, then from memory, and returns its report.
+Headroom = Callable[[Callable[[Any], object]], object]
+
+
+class ViewMaker(Protocol):
+    """What makes a view: from the source of cumulative snapshots (thread-safe: polled), a title,
+    and the loader's ``headroom`` when there is one to offer (None: a rank pool's view)."""
+
+    def __call__(self, source: Callable[[], Snapshot], title: str, *, headroom: Headroom | None = None) -> PassWatch:
+        """A new view."""
+
+
 _maker: ViewMaker | None = None
 
 
@@ -63,13 +74,14 @@ def show_passes_with(maker: ViewMaker | None) -> ViewMaker | None:
     return previous
 
 
-def watch_passes(source: Callable[[], Snapshot], title: str) -> PassWatch:
-    """A new view of ``source()``'s snapshots called ``title``, made by the registered maker."""
+def watch_passes(source: Callable[[], Snapshot], title: str, *, headroom: Headroom | None = None) -> PassWatch:
+    """A new view of ``source()``'s snapshots called ``title``, made by the registered maker, which
+    may offer ``headroom`` (the loader's) as an action."""
     if _maker is None:
         raise RuntimeError(
             "no live view is registered: import uc_jupyter (it registers the dashboard) or use monitor=False"
         )
-    return _maker(source, title)
+    return _maker(source, title, headroom=headroom)
 
 
 @contextlib.contextmanager

@@ -37,7 +37,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -45,7 +45,9 @@ import ipywidgets as widgets  # type: ignore[import-untyped]
 
 from uc_jupyter.processes import usable_cpus
 from uc_jupyter.telemetry.model import Snapshot
+from uc_jupyter.telemetry.watch import Headroom
 from uc_jupyter.widgets.charts import COLORS, latency_chart, shard_chart
+from uc_jupyter.widgets.headroom_action import HeadroomAction
 from uc_jupyter.widgets.passes import CUMULATIVE, EpochRow, PassRecord, PassState, error_line, forget_snapshots
 from uc_jupyter.widgets.ranks import RankRow
 from uc_jupyter.widgets.units import format_bytes, format_seconds, three_digits
@@ -64,12 +66,16 @@ class LoaderDashboard:
         chart_interval: seconds between two renderings of one chart at least (texts are not held back).
         history: how many (time, fetch, compute) windows the time series keeps.
         cpus: the CPUs a rank's workers may use, for the num_workers advice (None: this process's).
+        headroom: the loader's ``headroom(step)``, offered under the advice as a *Measure headroom*
+            action (:mod:`uc_jupyter.widgets.headroom_action`); None: a dashboard without it (ranks).
+        namespace: where that action looks up the step's name (the notebook's variables).
 
     Attributes:
         widget: the ipywidgets ``VBox`` to display (``display(dashboard)`` works too).
         title: the ``HTML`` widget with the title.
         status_label, verdict_label, advice_label, cache_bar, cache_label, throughput_label,
         latency_label, epochs_table, shard_label, skipped_label: the parts.
+        headroom_action: the :class:`~uc_jupyter.widgets.headroom_action.HeadroomAction`, or None.
         shard_image, latency_image: ``ipywidgets.Image`` widgets holding the charts' PNGs.
         flagged_ranks: ranks whose shard is uneven or empty in the last drawn snapshot.
         redraws: how many updates changed what is shown.
@@ -89,6 +95,8 @@ class LoaderDashboard:
         chart_interval: float = 1.0,
         history: int = 240,
         cpus: int | None = None,
+        headroom: Headroom | None = None,
+        namespace: Callable[[], Mapping[str, Any]] = dict,
     ) -> None:
         if max_redraws <= 0:
             raise ValueError(f"max_redraws must be positive, got {max_redraws}")
@@ -124,12 +132,15 @@ class LoaderDashboard:
         self.shard_image = widgets.Image(format="png")
         self.latency_image = widgets.Image(format="png")
         charts = widgets.Box([self.shard_image, self.latency_image], layout=widgets.Layout(flex_flow="row wrap"))
+        self.headroom_action = HeadroomAction(headroom, namespace=namespace) if headroom is not None else None
+        actions = [self.headroom_action.widget] if self.headroom_action is not None else []
         self.widget = widgets.VBox(
             [
                 self.title,
                 self.status_label,
                 self.verdict_label,
                 self.advice_label,
+                *actions,
                 self.throughput_label,
                 self.latency_label,
                 widgets.HBox([self.cache_bar, self.cache_label]),

@@ -50,6 +50,7 @@ from uc_jupyter.widgets.passes import PassRecord, PassState, error_line, forget_
 from uc_jupyter.widgets.view import scoped, summary
 
 if TYPE_CHECKING:
+    from uc_jupyter.telemetry.watch import Headroom
     from uc_jupyter.widgets.dashboard import LoaderDashboard
 
 __all__ = ["LoaderMonitor", "Monitor", "monitor", "widgets_can_render"]
@@ -74,6 +75,12 @@ def _shell() -> Any:
     from IPython import get_ipython
 
     return get_ipython()
+
+
+def _notebook_names() -> dict[str, Any]:
+    """The notebook's variables (IPython's user namespace; empty outside IPython)."""
+    shell = _shell()
+    return getattr(shell, "user_ns", {}) if shell is not None else {}
 
 
 _cells_begun = [0]  # cells IPython began since the counter below was installed
@@ -123,6 +130,8 @@ class LoaderMonitor:
         display: called with the dashboard's widget to show it; None: IPython's ``display`` when
             this is a kernel that renders widgets, else a text summary is printed at each pass's end.
         cell: which cell runs now (the dashboard is displayed once per cell); default: IPython's cells.
+        headroom: the loader's ``headroom(step)``: the dashboard offers it as an action, looking the
+            step up among the notebook's variables (None: no such action, as for a rank pool).
 
     Attributes:
         dashboard: the dashboard once shown, else None.
@@ -141,6 +150,7 @@ class LoaderMonitor:
         clock: Callable[[], float] = time.monotonic,
         display: Callable[[Any], object] | None = None,
         cell: Callable[[], object] = _current_cell,
+        headroom: Headroom | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be positive, got {interval}")
@@ -153,6 +163,7 @@ class LoaderMonitor:
         self._clock = clock
         self._display = display
         self._cell = cell
+        self._headroom = headroom
         self._widgets = display is not None or widgets_can_render()
         self._lock = threading.Lock()
         self._pass: _Pass | None = None
@@ -322,7 +333,7 @@ class LoaderMonitor:
     def _build(self) -> LoaderDashboard:
         from uc_jupyter.widgets.dashboard import LoaderDashboard
 
-        return LoaderDashboard(title=self.title, clock=self._clock)
+        return LoaderDashboard(title=self.title, clock=self._clock, headroom=self._headroom, namespace=_notebook_names)
 
     def _adopt(self, dashboard: LoaderDashboard, snapshot: Snapshot, current: _Pass) -> None:
         """Make a freshly built dashboard the monitor's: every pass so far (also those too quick to show

@@ -262,7 +262,9 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         if self.dashboard_monitor is None:
             # The registered view (import uc_jupyter registers the widgets' LoaderMonitor): the
             # loader sits below the widgets and never imports them (docs/architecture.md, "Layers").
-            self.dashboard_monitor = watch_passes(_Weakly(self.live_stats), _monitor_title(self.dataset))
+            self.dashboard_monitor = watch_passes(
+                _Weakly(self.live_stats), _monitor_title(self.dataset), headroom=_Weakly(self.headroom)
+            )
         watch = self.dashboard_monitor
         total = self._batches_per_pass()
         watch.begin(f"epoch {epoch}", self._final_stats(), epoch=epoch, total=total, positioned=positioned)
