@@ -26,17 +26,21 @@ except where a point must exist (:meth:`MlflowSink.wait`):
 
 - ``DataLoader.close()``, at interpreter exit (atexit) and when a rank's call returns
   (:func:`wait_all`): every window handed over is logged on return;
+- when this process ends a run through MLflow's fluent API (``mlflow.end_run()``, the exit of
+  ``with mlflow.start_run()``): the windows handed over for that run are logged first, so a pass
+  that ends in the block has its points in the run when the block exits (:func:`_wait_before_run_ends`);
 - at a pass's start (:meth:`MlflowSink.begin_pass`), only when the thread still has windows from
   before the previous pass began (MLflow slower than a pass): the backlog never exceeds one pass.
 
-Nothing is lost when the run ends first: a window closed while the run was running is logged even
-if the run has ended by the time the thread gets to it (MLflow takes points into a finished run; only
-a deleted one refuses). A window closed after the run ended is dropped, and the sink stays silent.
-Whether the run still runs is read at no cost for this process's own active run (it runs while it is
-the active run here; it has ended once no run is active), else (``MLFLOW_RUN_ID``, a rank; a nested
-run active) from the tracking store by the thread: a window closed after the run's ``end_time`` is
-dropped. Nothing is buffered without a run; a failing MLflow
-gives one notice line (once per process) and training goes on. In a notebook
+Nothing is lost when the run ends before the thread got to its windows in another way (another
+process, ``MlflowClient.set_terminated``, a wait that gave up): a window closed while the run was
+running is logged even if the run has ended by the time the thread gets to it (MLflow takes points
+into a finished run; only a deleted one refuses); it just arrives after the end. A window closed
+after the run ended is dropped, and the sink stays silent. Whether the run still runs is read at no
+cost for this process's own active run (it runs while it is the active run here; it has ended once
+no run is active), else (``MLFLOW_RUN_ID``, a rank; a nested run active) from the tracking store by
+the thread: a window closed after the run's ``end_time`` is dropped. Nothing is buffered without a
+run; a failing MLflow gives one notice line (once per process) and training goes on. In a notebook
 :func:`quiet_mlflow_logging` keeps MLflow's INFO lines out of cells.
 
 The run is the active fluent run of this process; in a rank without one, the kernel's run its call
@@ -57,6 +61,7 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import functools
 import json
 import os
 import queue
@@ -270,6 +275,8 @@ class MlflowSink:
             import mlflow
             from mlflow.tracking import MlflowClient
 
+            with contextlib.suppress(Exception):  # an MLflow we cannot wrap: points come just after the end
+                _wait_before_run_ends()
             client = MlflowClient(tracking_uri=tracking_uri)
             own = (active := mlflow.active_run()) is not None and active.info.run_id == run_id
 
@@ -433,9 +440,62 @@ def wait_all(timeout: float = _WAIT_SECONDS) -> None:
     Example:
         >>> wait_all()   # every data-loading point of this process is in MLflow   # doctest: +SKIP
     """
+    _wait_for(None, timeout)
+
+
+def _wait_for(run_id: str | None, timeout: float) -> None:
+    """Wait for this process's sinks that log to ``run_id`` (None: all of them). A forked child's
+    copies of its parent's sinks are the parent's to log: waiting there would log their windows
+    twice, or wait ``timeout`` on a lock whose holder (the parent's logging thread) is not here."""
     for sink in list(_SINKS):
-        if sink._pid == os.getpid():
+        if sink._pid == os.getpid() and run_id in (None, sink.run_id):
             sink.wait(timeout)
+
+
+# MLflow offers no hook for "a run is about to end": its plugins (tracking stores, run context and
+# request header providers) cover where runs live, their start tags and HTTP headers, and nothing
+# is called as end_run begins. Both ways the fluent API ends a run go through one function, the
+# fluent module's ``end_run``, looked up at call time: ``ActiveRun.__exit__`` (the end of ``with
+# mlflow.start_run()``) and MLflow's own atexit call it by its module-level name, and the user's
+# ``mlflow.end_run`` is the same function re-exported. Wrapping it there is the one seam that
+# catches every fluent run end; the wrapper is marked, so it is installed once (several sinks,
+# several threads) and never wraps itself. A ``from mlflow import end_run`` made before
+# the first sink keeps MLflow's own; its run's points still arrive, from the logging thread, just
+# after the run ended. Runs ended through ``MlflowClient.set_terminated`` are not waited for either.
+_WRAPPER_MARK = "_uc_jupyter_waits_for_sinks"
+_WRAPPING = threading.Lock()
+
+
+def _wait_before_run_ends() -> None:
+    """Make MLflow's fluent ``end_run`` first log every window this process's sinks handed over for
+    the run it ends, then end the run as before. It is :meth:`MlflowSink.wait`: it gives up, with a
+    notice, on a batch the logging thread has not got out in ``_WAIT_SECONDS``; the windows left it
+    logs itself, through the same MLflow that ends the run next. Nothing the wait does, or fails to
+    do, keeps the run from ending; the loop's pass end stays a hand-over (issue 31: the points
+    arrived 30-36 ms after the block had ended the run)."""
+    from mlflow.tracking import fluent
+
+    with _WRAPPING:
+        original = fluent.end_run
+        if getattr(original, _WRAPPER_MARK, False):
+            return
+
+        @functools.wraps(original)
+        def end_run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                with contextlib.suppress(Exception):  # the user's end_run never fails because of us
+                    ending = fluent.active_run()  # what end_run ends: this thread's innermost run
+                    if ending is not None:
+                        _wait_for(ending.info.run_id, _WAIT_SECONDS)
+            finally:  # an interrupt during the wait still ends the run, then goes on up
+                ended = original(*args, **kwargs)
+            return ended
+
+        setattr(end_run, _WRAPPER_MARK, True)
+        fluent.end_run = end_run
+        mlflow: Any = sys.modules["mlflow"]
+        if getattr(mlflow, "end_run", None) is original:  # mlflow.end_run: the name users call
+            mlflow.end_run = end_run
 
 
 class _Sender:
