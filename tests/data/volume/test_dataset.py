@@ -82,6 +82,11 @@ def test_lists_sorted_files_and_skips_hidden_and_marker_files(local_volume: Volu
     assert [f.relative for f in deep.listing.files] == [*sorted(files), "sub/f00000.bin", "sub/f00001.bin"]
     picked = UCVolumeDataset(path, recursive=True, include="sub/*", exclude=["*1.bin"])
     assert [f.relative for f in picked.listing.files] == ["sub/f00000.bin"]
+    # What the listing holds, in the dataset's stats: its files and their bytes (taken once, then kept).
+    sizes = [(folder / name).stat().st_size for name in files]
+    stats = flat.stats()
+    assert (stats.listed_files, stats.listed_bytes) == (3, sum(sizes)) == (3, flat.listing.total_bytes)
+    assert picked.stats().listed_bytes == (folder / "sub/f00000.bin").stat().st_size
 
 
 @pytest.mark.both_backends

@@ -383,12 +383,13 @@ class UCVolumeDataset(PartitionedDataset):
     def stats(self) -> DatasetStats:
         """Counters of the streams run in this process, and the shared cache's fill."""
         cache = None if self.in_place else self._file_cache().stats()
+        listing = self._listing
         files = self._files()  # so far, while the listing still arrives
         return DatasetStats(
             streams=self.stream_stats(),
             cache=cache,
             listed_files=len(files),
-            listed_bytes=sum(f.size for f in files),
+            listed_bytes=listing.total_bytes if listing is not None else sum(f.size for f in files),
             skipped_files=self._listing.skipped if self._listing is not None else 0,
         )
 
