@@ -55,15 +55,16 @@ from uc_jupyter.notices import notice
 if TYPE_CHECKING:
     from uc_jupyter.catalog import Catalog
 
-__all__ = ["DECODERS", "TABLE_TARGETS", "VOLUME_TARGETS", "load", "source_kind"]
+__all__ = ["DECODERS", "TABLE_ONLY", "TABLE_TARGETS", "VOLUME_ONLY", "VOLUME_TARGETS", "load", "source_kind"]
 
 TABLE_TARGETS = ("spark", "pandas", "numpy", "arrow", "hf", "torch")
 VOLUME_TARGETS = ("loader", "dataset", "paths")
 DECODERS = ("image", "text", "bytes", "none")
 
-# Which keywords make sense for which kind of source (the magic's options, by keyword).
-_TABLE_ONLY = ("columns", "where", "limit", "version")
-_VOLUME_ONLY = (
+# Which keywords make sense for which kind of source (the magic's options, by keyword): load()
+# refuses the others, and %uc_load's completion does not offer them.
+TABLE_ONLY = ("columns", "where", "limit", "version")
+VOLUME_ONLY = (
     "decode",
     "num_workers",
     "prefetch_factor",
@@ -200,7 +201,7 @@ def load(
         "cache_dir": cache_dir,
         "resume": resume,
     }
-    wrong = _TABLE_ONLY if kind == "volume" else _VOLUME_ONLY
+    wrong = TABLE_ONLY if kind == "volume" else VOLUME_ONLY
     for keyword in wrong:
         if given[keyword] is not None:
             what = "tables" if kind == "volume" else "/Volumes paths"

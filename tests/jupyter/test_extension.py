@@ -79,7 +79,7 @@ def test_the_matcher_answers_uc_load_lines_only_and_hides_python_there(
     offered = completions(bare_shell, "%uc_load main.ml.po")
     assert [(c.text, c.type) for c in offered] == [("main.ml.points", "uc_jupyter")]
     assert offered[0].start == len("%uc_load ")  # the whole last word is replaced
-    assert [c.text for c in completions(bare_shell, "%uc_load main.ml.points --dec")] == ["--decode"]
+    assert [c.text for c in completions(bare_shell, "%uc_load /Volumes/main/ml/docs --dec")] == ["--decode"]
     assert "image" in [c.text for c in completions(bare_shell, "%uc_load /Volumes/main/ml/docs --decode ")]
     assert "--no-monitor" in [c.text for c in completions(bare_shell, "%uc_load main.ml.points --no-")]
     # Elsewhere Python's own completions come back, ours never.

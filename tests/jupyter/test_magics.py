@@ -184,9 +184,34 @@ def test_completion_of_names_paths_and_options(shell: InteractiveShell, catalog:
     assert completions(shell, "%uc_load /Volumes/main/ml/docs/c") == ["/Volumes/main/ml/docs/cats/"]
     assert "/Volumes/main/ml/docs/cats/doc01.txt" in completions(shell, "%uc_load /Volumes/main/ml/docs/cats/")
     assert completions(shell, "%uc_load main.ml.points --batch") == ["--batch-size"]
-    assert completions(shell, "%uc_load main.ml.points --to pa") == ["pandas", "paths"]
+    assert completions(shell, "%uc_load main.ml.points --to pa") == ["pandas"]  # paths: a volume's
     assert completions(shell, "%uc_load /Volumes/main/ml/docs --labels f") == ["folder"]
     assert completions(shell, "%uc_load /Volumes/main/ml/docs --inc") == ["--include"]
+
+
+@pytest.mark.both_backends
+def test_completion_works_where_the_result_is_assigned_as_every_example_writes_it(
+    shell: InteractiveShell, catalog: LocalCatalog
+) -> None:
+    assert "main.ml.points" in completions(shell, "df = %uc_load main.ml.po")
+    assert "main.ml.points" in completions(shell, "df=%uc_load main.ml.po")
+    assert completions(shell, "x, y = %uc_load /Volumes/main/ml/d") == ["/Volumes/main/ml/docs/"]
+    assert completions(shell, "loader = %uc_load /Volumes/main/ml/docs --lab") == ["--labels"]
+    # A comparison or a string is no %uc_load line: Python's completions, never ours.
+    assert "main.ml.points" not in completions(shell, "x == %uc_load main.ml.po")
+    assert "main.ml.points" not in completions(shell, "s = '%uc_load main.ml.po")
+
+
+def test_options_are_those_of_the_sources_kind_once_it_is_named(shell: InteractiveShell, catalog: LocalCatalog) -> None:
+    table = completions(shell, "df = %uc_load main.ml.points -")
+    volume = completions(shell, "ds = %uc_load /Volumes/main/ml/docs -")
+    assert {"--columns", "--where", "--limit", "--version"} <= set(table)
+    assert not {"--decode", "--labels", "--include", "--recursive", "--cache-dir", "--num-workers"} & set(table)
+    assert {"--decode", "--labels", "--include", "--recursive", "--num-workers"} <= set(volume)
+    assert not {"--columns", "--where", "--limit", "--version"} & set(volume)
+    assert {"--to", "--batch-size", "--shuffle", "--monitor"} <= set(table) & set(volume)
+    assert completions(shell, "%uc_load /Volumes/main/ml/docs --to ") == ["dataset", "loader", "paths"]
+    assert "--columns" in completions(shell, "%uc_load --co")  # no source yet: every option
 
 
 @pytest.mark.both_backends

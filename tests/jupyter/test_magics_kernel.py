@@ -139,3 +139,16 @@ def test_a_catalog_mistake_from_the_python_api_is_one_line_unless_verbose(kernel
     finally:
         kernel.run("%config UCMagics.verbose = False")
     assert len(shown) == 1 and len(shown[0]) > 1 and "frames.py" in "".join(shown[0])  # the whole traceback
+
+
+def test_tab_completes_a_uc_load_line_assigned_as_people_type_it_with_the_sources_options(kernel: Kernel) -> None:
+    made = kernel.run(
+        "from uc_jupyter.catalog import get_catalog\n"
+        "catalog = get_catalog()\n"
+        "catalog.create_catalog('main'); catalog.create_schema('main.ml'); catalog.create_volume('main.ml.images')"
+    )
+    assert made.failure is None, made.failure
+    assert kernel.complete("images = %uc_load /Volumes/main/ml/im") == ["/Volumes/main/ml/images/"]
+    assert kernel.complete("x, y = %uc_load /Volumes/main/ml/images --la") == ["--labels"]
+    offered = kernel.complete("loader = %uc_load /Volumes/main/ml/images --")
+    assert "--shuffle" in offered and "--columns" not in offered and "--where" not in offered

@@ -1,12 +1,15 @@
 """Tab completion for ``%uc_load``: catalog, schema, table and volume names, ``/Volumes`` paths,
 option names and option values. Listings go through the catalog, so a principal only sees what it
-may use.
+may use. A line completes where people type it: alone (``%uc_load main.ml.ir``) or assigned (``df =
+%uc_load main.ml.ir``, ``x, y = %uc_load ...``), as IPython runs both (:func:`magic_part`).
 
 Example:
     >>> complete_line("%uc_load main.ml.ir", catalog)           # doctest: +SKIP
     ['main.ml.iris']
     >>> complete_line("%uc_load /Volumes/main/ml/im", catalog)  # doctest: +SKIP
     ['/Volumes/main/ml/images/']
+    >>> magic_part("df = %uc_load main.ml.ir", "%uc_load")
+    '%uc_load main.ml.ir'
 """
 
 from __future__ import annotations
@@ -20,7 +23,42 @@ from uc_jupyter.catalog import CatalogError
 if TYPE_CHECKING:
     from uc_jupyter.catalog import Catalog
 
-__all__ = ["complete_line"]
+__all__ = ["complete_line", "given_source", "magic_part"]
+
+
+def magic_part(line: str, magic: str) -> str | None:
+    """The text of ``line`` from ``magic`` on when the line runs that line magic, alone or as the
+    value of an assignment (``x = %magic``, ``x, y = %magic``: IPython runs those too); else None.
+
+    Example:
+        >>> lines = ("  %uc_load t", "x, y=%uc_load t", "x == %uc_load t", "print(1)")
+        >>> [magic_part(line, "%uc_load") for line in lines]
+        ['%uc_load t', '%uc_load t', None, None]
+    """
+    text = line.lstrip()
+    if text.startswith(magic + " "):
+        return text
+    target, equals, value = text.partition("=")
+    value = value.lstrip()
+    if not equals or not value.startswith(magic + " ") or not target.strip():
+        return None
+    # An assignment, not a comparison (==, !=, <=, >=) or an augmented one (+=, ...); its target a name,
+    # an attribute, an item or several of those, never a string or a comment.
+    if target.rstrip()[-1] in "=!<>+-*/%&|^@:" or any(c in target for c in "#'\""):
+        return None
+    return value
+
+
+def given_source(line: str) -> str | None:
+    """The source a ``%uc_load`` line already names (its first word that is no option), if any,
+    before the word being typed.
+
+    Example:
+        >>> given_source("%uc_load /Volumes/main/ml/images --la"), given_source("%uc_load main.ml.ir")
+        ('/Volumes/main/ml/images', None)
+    """
+    words = line.split(" ")[1:-1]
+    return next((w for w in words if w and not w.startswith("-")), None)
 
 
 def complete_line(
@@ -39,7 +77,7 @@ def complete_line(
         return sorted(v for v in values[previous] if v.startswith(word))
     if word.startswith("-"):
         return sorted(o for o in options if o.startswith(word))
-    if len([w for w in words[1:-1] if w and not w.startswith("-")]) > 0 and not previous.startswith("-"):
+    if given_source(line) is not None and not previous.startswith("-"):
         return []  # the source is already given
     with contextlib.suppress(CatalogError, OSError, ValueError):
         if word.startswith("/"):

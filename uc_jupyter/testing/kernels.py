@@ -137,6 +137,20 @@ class Kernel:
                 cell.reply = dict(reply["content"])
                 return cell
 
+    def complete(self, code: str) -> list[str]:
+        """What Tab offers at the end of ``code``, asked as JupyterLab asks (a complete_request).
+
+        Example:
+            >>> kernel.complete("df = %uc_load main.ml.ir")   # doctest: +SKIP
+            ['main.ml.iris']
+        """
+        deadline, what = time.monotonic() + self.timeout, f"completing {code!r}"
+        msg_id = self.client.complete(code, len(code))
+        while True:
+            reply = self._next(self.client.get_shell_msg, deadline, what)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return list(reply["content"]["matches"])
+
     @staticmethod
     def _next(receive: Callable[..., dict[str, Any]], deadline: float, what: str) -> dict[str, Any]:
         try:
