@@ -204,7 +204,7 @@ def test_sidebar_names_pages_and_load_lines(lab: Lab, page: Any) -> None:
     page.keyboard.press("Control+a")
     page.keyboard.press("Delete")
     insert_from_menu(page, "volume:/Volumes/main/ml/images")
-    image_line = "loader = %uc_load /Volumes/main/ml/images --recursive --decode image --labels folder"
+    image_line = "loader = %uc_load /Volumes/main/ml/images --decode image --labels folder --shuffle"
     wait_for_text(page, 1, image_line)
     assert editor(page, 1).inner_text().strip() == image_line
     shot(page, "10-inserted-image-volume-line")
@@ -229,3 +229,13 @@ def test_sidebar_names_pages_and_load_lines(lab: Lab, page: Any) -> None:
     (line,) = [line for line in summary if not line.startswith("uc_jupyter DataLoader: ")]
     assert line.startswith("DataLoader over /Volumes/main/ml/images: epoch 0: ") and " batches in " in line, line
     shot(page, "11-image-volume-line-runs")
+
+    # In a notebook that does not load the extension, the line comes with %load_ext uc_jupyter above it.
+    for index in (0, 1):
+        editor(page, index).click()
+        page.keyboard.press("Control+a")
+        page.keyboard.press("Delete")
+    insert_from_menu(page, "table:main.ml.iris")
+    wait_for_text(page, 1, "df = %uc_load main.ml.iris --to pandas")
+    assert editor(page, 1).inner_text().strip() == "%load_ext uc_jupyter\ndf = %uc_load main.ml.iris --to pandas"
+    shot(page, "12-inserted-with-load-ext")

@@ -14,7 +14,7 @@ import { copyIcon, refreshIcon } from '@jupyterlab/ui-components';
 import { errorMessage, IUcApi } from './api';
 import { copyText, ITreeNode, loadTarget } from './catalogNodes';
 import { CatalogBrowser, ITEM_CLASS } from './catalogView';
-import { insertionEdit, lineFor } from './loadLine';
+import { insertionEdit, lineFor, withExtension } from './loadLine';
 
 export const CommandIDs = {
   insertLoad: 'uc-jupyter:insert-uc-load',
@@ -23,13 +23,18 @@ export const CommandIDs = {
   show: 'uc-jupyter:show-catalog'
 } as const;
 
-/** Puts `line` into the current notebook's active cell; false when no notebook is open. */
+/**
+ * Puts `line` into the current notebook's active cell, with `%load_ext uc_jupyter` above it when no
+ * cell loads the extension yet; false when no notebook is open.
+ */
 export function insertIntoNotebook(app: JupyterFrontEnd, tracker: INotebookTracker, line: string): boolean {
   const panel = tracker.currentWidget;
   if (!panel) {
     return false;
   }
   const notebook = panel.content;
+  const cells = notebook.model ? Array.from(notebook.model.cells, cell => cell.sharedModel.getSource()) : [];
+  line = withExtension(line, cells);
   if (!notebook.activeCell || notebook.activeCell.model.type !== 'code') {
     NotebookActions.insertBelow(notebook);
     if (notebook.activeCell && notebook.activeCell.model.type !== 'code') {

@@ -4,7 +4,7 @@
  * The line itself is made by the server (`load-line?source=`, uc_jupyter/server/load_lines.py), the
  * one place that knows the magic's options and looks into a folder to choose them: a table gets
  * `df = %uc_load main.ml.iris --to pandas`, a folder of images in class folders
- * `loader = %uc_load /Volumes/c/s/v/folder --recursive --decode image --labels folder`, another
+ * `loader = %uc_load /Volumes/c/s/v/folder --decode image --labels folder --shuffle`, another
  * folder `ds = %uc_load /Volumes/c/s/v/folder --to dataset`. Here it is only asked for and placed.
  */
 import { IUcApi } from './api';
@@ -12,6 +12,20 @@ import { IUcApi } from './api';
 /** The `%uc_load` line for a table name or a `/Volumes` path, as the server makes it. */
 export async function lineFor(api: Pick<IUcApi, 'loadLine'>, target: string): Promise<string> {
   return (await api.loadLine(target)).line;
+}
+
+/** The line that makes `%uc_load` exist in a kernel. */
+export const LOAD_EXTENSION = '%load_ext uc_jupyter';
+
+/**
+ * `line`, with {@link LOAD_EXTENSION} above it when no cell of the notebook (`cells`: their sources)
+ * loads the extension: in a kernel without it the magic fails ("Line magic function `%uc_load` not
+ * found"). Written into the notebook rather than loaded by a kernel-wide setting, so the notebook
+ * runs the same for a colleague whose kernels do not load it.
+ */
+export function withExtension(line: string, cells: readonly string[]): string {
+  const loads = /^\s*%(re)?load_ext\s+uc_jupyter\s*$/m;
+  return cells.some(source => loads.test(source)) ? line : `${LOAD_EXTENSION}\n${line}`;
 }
 
 /** A replacement of `source[start:end]` by `text`; the cursor goes to `cursor` afterwards. */

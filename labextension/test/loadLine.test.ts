@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { ApiError } from '../src/api';
-import { applyEdit, insertionEdit, lineFor } from '../src/loadLine';
+import { LOAD_EXTENSION, applyEdit, insertionEdit, lineFor, withExtension } from '../src/loadLine';
 
 /** `source` with `|` marking the cursor -> the text after inserting, with `|` at the new cursor. */
 function insert(marked: string, line = '%uc_load main.ml.iris'): string {
@@ -56,5 +56,20 @@ describe('insertionEdit', () => {
     const edit = insertionEdit('abc', 99, 'L');
     assert.equal(applyEdit('abc', edit), 'abc\nL');
     assert.equal(applyEdit('abc', insertionEdit('abc', -5, 'L')), 'abc\nL');
+  });
+});
+
+describe('withExtension', () => {
+  const line = 'df = %uc_load main.ml.iris --to pandas';
+
+  it('puts %load_ext above the line in a notebook that never loads the extension', () => {
+    assert.equal(withExtension(line, []), `${LOAD_EXTENSION}\n${line}`);
+    assert.equal(withExtension(line, ['import pandas', '# %load_ext uc_jupyter']), `${LOAD_EXTENSION}\n${line}`);
+    assert.equal(withExtension(line, ['%load_ext uc_jupyter_other']), `${LOAD_EXTENSION}\n${line}`);
+  });
+
+  it('leaves the line alone where a cell loads it already', () => {
+    assert.equal(withExtension(line, ['import os\n%load_ext uc_jupyter\n']), line);
+    assert.equal(withExtension(line, ['x = 1', '  %reload_ext uc_jupyter']), line);
   });
 });

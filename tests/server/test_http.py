@@ -104,7 +104,7 @@ def test_load_lines_for_a_table_and_the_image_volume(admin_server: Server) -> No
     }
     assert admin_server.api("load-line", source="/Volumes/main/ml/images").body == {
         "source": "/Volumes/main/ml/images",
-        "line": "loader = %uc_load /Volumes/main/ml/images --recursive --decode image --labels folder",
+        "line": "loader = %uc_load /Volumes/main/ml/images --decode image --labels folder --shuffle",
     }
 
 

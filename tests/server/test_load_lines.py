@@ -81,7 +81,7 @@ def test_the_table_line_is_a_pandas_frame_of_the_canonical_name(demo: LocalCatal
 def test_the_image_volume_line_yields_images_with_their_folder_labels(shell: InteractiveShell) -> None:
     answer = load_line(_catalog(), "/Volumes/main/ml/images")
     line = answer["line"]
-    assert line == "loader = %uc_load /Volumes/main/ml/images --recursive --decode image --labels folder"
+    assert line == "loader = %uc_load /Volumes/main/ml/images --decode image --labels folder --shuffle"
     loader = run(shell, line)
     batches = list(loader)
     labels = [int(y) for _, ys in batches for y in ys]
@@ -92,7 +92,7 @@ def test_the_image_volume_line_yields_images_with_their_folder_labels(shell: Int
 
 def test_a_class_folder_line_yields_its_images(shell: InteractiveShell) -> None:
     line = load_line(_catalog(), "/Volumes/main/ml/images/circle")["line"]
-    assert line == "loader = %uc_load /Volumes/main/ml/images/circle --decode image"
+    assert line == "loader = %uc_load /Volumes/main/ml/images/circle --decode image --shuffle"
     loader = run(shell, line)
     assert sum(len(batch) for batch in loader) == IMAGES_PER_CLASS
 
@@ -144,14 +144,18 @@ def test_errors_name_the_object(demo: LocalCatalog) -> None:
 @pytest.mark.parametrize(
     ("files", "has_folders", "line"),
     [
-        (("a.png", "b.JPG"), False, "loader = %uc_load /Volumes/c/s/v --decode image"),
-        (("a.png", "x/b.png"), True, "loader = %uc_load /Volumes/c/s/v --recursive --decode image"),
+        (("a.png", "b.JPG"), False, "loader = %uc_load /Volumes/c/s/v --decode image --shuffle"),
+        (("a.png", "x/b.png"), True, "loader = %uc_load /Volumes/c/s/v --recursive --decode image --shuffle"),
         (
             ("labels.csv", "cat/1.png", "dog/2.png"),
             True,
-            "loader = %uc_load /Volumes/c/s/v --recursive --decode image --labels folder",
+            "loader = %uc_load /Volumes/c/s/v --decode image --labels folder --shuffle",
         ),
-        (("train/cat/1.png", "val/dog/2.png"), True, "loader = %uc_load /Volumes/c/s/v --recursive --decode image"),
+        (
+            ("train/cat/1.png", "val/dog/2.png"),
+            True,
+            "loader = %uc_load /Volumes/c/s/v --recursive --decode image --shuffle",
+        ),
         (("a.csv", "b.csv", "c.png"), False, "ds = %uc_load /Volumes/c/s/v --to dataset"),
         (("x/a.txt",), True, "ds = %uc_load /Volumes/c/s/v --recursive --to dataset"),
         ((), True, "ds = %uc_load /Volumes/c/s/v --recursive --to dataset"),
@@ -165,7 +169,7 @@ def test_folder_lines_follow_what_the_sample_holds(files: tuple[str, ...], has_f
 def test_names_the_magic_would_split_are_quoted() -> None:
     assert table_line("main.ml.iris") == "df = %uc_load main.ml.iris --to pandas"
     assert folder_line("/Volumes/c/s/v/my images", Sample(("a.png",))) == (
-        "loader = %uc_load '/Volumes/c/s/v/my images' --decode image"
+        "loader = %uc_load '/Volumes/c/s/v/my images' --decode image --shuffle"
     )
     quoted = "'it'\"'\"'s.txt'"
     assert file_line("/Volumes/c/s/v/it's.txt") == f"paths = %uc_load /Volumes/c/s/v --to paths --include {quoted}"

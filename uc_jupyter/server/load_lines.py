@@ -5,9 +5,11 @@ option names and are tested by running them (``tests/server/test_load_lines.py``
 
 - a table: ``df = %uc_load main.ml.iris --to pandas``;
 - a folder holding images (most of the files a short look finds have an image extension) in class
-  sub-folders: ``loader = %uc_load /Volumes/c/s/v/folder --recursive --decode image --labels folder``;
-  images directly in it: ``loader = %uc_load /Volumes/c/s/v/folder --decode image`` (``--recursive``
-  when there are sub-folders too, or when the images lie deeper, as in ``train/cat/1.png``);
+  sub-folders: a shuffled training loader with labels, ``loader = %uc_load /Volumes/c/s/v/folder
+  --decode image --labels folder --shuffle`` (``--labels folder`` reads the sub-folders; unshuffled,
+  batches would come sorted by class); images directly in it: ``loader = %uc_load
+  /Volumes/c/s/v/folder --decode image --shuffle`` (``--recursive`` when there are sub-folders too, or
+  when the images lie deeper, as in ``train/cat/1.png``);
 - any other folder: ``ds = %uc_load /Volumes/c/s/v/folder --to dataset`` (local paths, fetched
   lazily; ``--recursive`` when it has sub-folders); an empty one gets the same line, which says
   "holds no files to read" until files arrive;
@@ -22,7 +24,7 @@ Example:
     >>> table_line("main.ml.iris")
     'df = %uc_load main.ml.iris --to pandas'
     >>> folder_line("/Volumes/main/ml/images", Sample(files=("labels.csv", "circle/0.png", "square/1.png")))
-    'loader = %uc_load /Volumes/main/ml/images --recursive --decode image --labels folder'
+    'loader = %uc_load /Volumes/main/ml/images --decode image --labels folder --shuffle'
     >>> folder_line("/Volumes/main/ml/raw", Sample(files=("a.parquet",)))
     'ds = %uc_load /Volumes/main/ml/raw --to dataset'
 """
@@ -82,8 +84,8 @@ def folder_line(path: str, sample: Sample) -> str:
         if all(f.count("/") == 1 for f in images):
             # Class folders (circle/, square/): a labelled loader; files beside them are skipped. Images
             # deeper down (train/cat/1.png) are not labelled: the first-level folders are no classes.
-            return f"loader = %uc_load {_word(path)} --recursive --decode image --labels folder"
-        return f"loader = %uc_load {_word(path)}{recursive} --decode image"
+            return f"loader = %uc_load {_word(path)} --decode image --labels folder --shuffle"
+        return f"loader = %uc_load {_word(path)}{recursive} --decode image --shuffle"
     return f"ds = %uc_load {_word(path)}{recursive} --to dataset"
 
 
