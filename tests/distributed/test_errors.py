@@ -9,6 +9,7 @@ import traceback
 from collections.abc import Iterator
 
 import pytest
+import torch
 
 from uc_jupyter.catalog import NotFound
 from uc_jupyter.distributed.checks import rank_count  # raises from inside uc_jupyter: an internal frame
@@ -88,6 +89,21 @@ def test_the_cause_and_the_notes_follow_the_frames() -> None:
     assert report[0] == "[rank 1] RuntimeError: lookup failed"
     assert report[-2:] == ["  raised from KeyError: 'key'", "check the key"]
     assert "check the key" not in raised(chained).report(notes=False)
+
+
+def test_frames_of_installed_libraries_are_hidden_like_ours_and_the_users_are_shown() -> None:
+    def users_step() -> None:
+        torch.nn.Linear(2, 3)(torch.zeros(4))  # raises inside torch, through its Python frames
+
+    try:
+        users_step()
+    except RuntimeError as exc:
+        shown = failure_from(exc, 0, exc.__traceback__, None).report()
+        full = failure_from(exc, 0, exc.__traceback__, None).report(full=True)
+    assert shown[0].startswith("[rank 0] RuntimeError: mat1 and mat2 shapes cannot be multiplied")
+    assert any("torch.nn.Linear(2, 3)(torch.zeros(4))" in line for line in shown)  # the user's line
+    assert not any("site-packages" in line for line in shown), shown
+    assert any("torch/nn/modules" in line for line in full)  # verbose: every frame
 
 
 def test_a_dead_rank_shows_its_last_log_lines() -> None:

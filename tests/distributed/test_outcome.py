@@ -147,6 +147,32 @@ def test_deaths_outrank_failures_and_both_are_reported() -> None:
     assert str(caught.value) == "rank 1 died: exited with code 3; rank 2 died: exited with code 1; the pool was stopped"
 
 
+def test_a_lost_rank_is_shown_first_and_the_ranks_that_failed_after_it_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("UC_JUPYTER_VERBOSE", raising=False)
+    peer_gone = RuntimeError("[gloo/transport/tcp/pair.cc:537] Read error: Connection reset by peer")
+    outcome = outcome_of(3, {0: raised(0, peer_gone), 2: raised(2, peer_gone)}, reason="died")
+    outcome.died[1] = "its process killed by signal SIGKILL"
+    outcome.tails[1] = "step 65\n"
+    with pytest.raises(RankDied) as caught:
+        results(outcome, None, 5.0)
+    assert caught.value.report() == [
+        "rank 1 died: its process killed by signal SIGKILL",
+        "  step 65",
+        "ranks 0, 2 failed after rank 1 was lost: RuntimeError: [gloo/transport/tcp/pair.cc:537] Read error: "
+        "Connection reset by peer (and 1 more: verbose shows each)",
+        "the pool was stopped (the next call starts a fresh one)",
+    ]
+    assert caught.value._render_traceback_() == caught.value.report()  # what a notebook shows
+    monkeypatch.setenv("UC_JUPYTER_VERBOSE", "1")  # verbose: every rank's own report, in rank order
+    with pytest.raises(RankDied) as verbose:
+        results(outcome, None, 5.0)
+    assert [line for line in verbose.value.report() if line.startswith("[rank")][:1] == [
+        "[rank 0] RuntimeError: [gloo/transport/tcp/pair.cc:537] Read error: Connection reset by peer"
+    ]
+
+
 # ---------------------------------------------------------------- timeouts
 def test_a_timeout_names_every_rank_it_stopped() -> None:
     # Rank 0 answered, rank 1 answered our interrupt, rank 2 never answered.

@@ -7,11 +7,15 @@ rank raised an exception the kernel can unpickle, into that exception re-raised 
 ValueError`` still works), carrying the rank's report.
 
 The report reads ``[rank N] Type: message`` and then that rank's own frames; the frames of
-uc_jupyter itself, on the rank and in the kernel, are left out. In a notebook IPython shows only the
-report (through ``_render_traceback_``); in plain Python the report is the exception's note and the
-kernel-side traceback stops at the public call (:func:`hide_internal_frames`). To see everything,
-set ``UC_JUPYTER_VERBOSE=1`` (any process), call :func:`set_verbose`, or in a notebook
-``%config UCMagics.verbose = True``; it applies to errors raised after it is set.
+uc_jupyter itself and of the libraries it calls into (torch, the standard library: anything
+installed), on the rank and in the kernel, are left out. A call that lost a rank (:class:`RankDied`)
+leads with the lost rank and how it died, then says in one line which ranks failed after it (a
+collective whose peer is gone fails on every other rank: that error is not the cause). In a
+notebook IPython shows only the report (through ``_render_traceback_``); in plain Python the report
+is the exception's note and the kernel-side traceback stops at the public call
+(:func:`hide_internal_frames`). To see everything, set ``UC_JUPYTER_VERBOSE=1`` (any process), call
+:func:`set_verbose`, or in a notebook ``%config UCMagics.verbose = True``; it applies to errors
+raised after it is set.
 
 Example:
     >>> failure = RemoteFailure(rank=1, type_name="builtins.ValueError", message="bad batch",
@@ -30,6 +34,7 @@ import functools
 import os
 import pickle
 import signal
+import sysconfig
 import traceback as tb_module
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -63,6 +68,12 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _PACKAGE = str(Path(__file__).resolve().parent.parent)  # uc_jupyter/: frames from here are internal
+# Where installed code lives (site-packages, the standard library): a library's frames, hidden like ours.
+_LIBRARIES = tuple(
+    os.path.abspath(path) + os.sep
+    for path in {sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")}
+    if path
+)
 _SHAPED = "_uc_jupyter_report"  # the attribute that marks an exception this module shaped
 
 
@@ -75,7 +86,7 @@ class RemoteFrame:
     lineno: int
     name: str
     line: str = ""
-    internal: bool = False  # uc_jupyter's own code (hidden unless verbose), judged where it ran
+    internal: bool = False  # uc_jupyter's own code or a library's (hidden unless verbose), judged where it ran
 
     def lines(self) -> list[str]:
         """The frame as Python's traceback prints it."""
@@ -84,15 +95,19 @@ class RemoteFrame:
 
 
 def is_internal(filename: str) -> bool:
-    """Whether ``filename`` lies inside the uc_jupyter package.
+    """Whether ``filename`` is not the user's: inside the uc_jupyter package, or installed code
+    (site-packages, the standard library) such as torch's, whose frames say where the user's call
+    went, not what to change.
 
     Example:
-        >>> is_internal(__file__), is_internal("<rank cell 1>")
-        (True, False)
+        >>> import torch.distributed
+        >>> is_internal(__file__), is_internal(torch.distributed.__file__), is_internal("<rank cell 1>")
+        (True, True, False)
     """
     if filename.startswith("<"):
         return False
-    return os.path.abspath(filename).startswith(_PACKAGE + os.sep)
+    path = os.path.abspath(filename)
+    return path.startswith(_PACKAGE + os.sep) or path.startswith(_LIBRARIES)
 
 
 def frames_of(tb: TracebackType | None) -> tuple[RemoteFrame, ...]:
@@ -241,7 +256,47 @@ def _prefixed(failure: RemoteFailure) -> str:
 
 
 class RankDied(RankError):
-    """A rank's process ended without answering (a crash, a signal such as the OOM killer's)."""
+    """A rank's process ended without answering (a crash, a signal such as the OOM killer's).
+
+    Its report leads with the cause: each lost rank, how it died and its log's last lines; then one
+    line for the ranks that failed after it (their errors, a collective whose peer is gone, are the
+    consequence), then that the pool was stopped. Verbose: every rank's report in rank order.
+
+    Example:
+        >>> lost = RemoteFailure(1, "RankDied", "died: killed by signal SIGKILL", "step 40\\n")
+        >>> peer = RemoteFailure(0, "builtins.RuntimeError", "Connection closed by peer", "")
+        >>> print("\\n".join(RankDied([lost, peer], world_size=2, summary="rank 1 died").report()))
+        rank 1 died: killed by signal SIGKILL
+          step 40
+        rank 0 failed after rank 1 was lost: RuntimeError: Connection closed by peer
+        the pool was stopped (the next call starts a fresh one)
+    """
+
+    def rank_report(self, *, notes: bool = True) -> list[str]:
+        if self.verbose:
+            return super().rank_report(notes=notes)
+        deaths = [f for f in self.failures if f.type_name == "RankDied"]
+        after = [f for f in self.failures if f.type_name != "RankDied"]
+        lines = []
+        for death in deaths:
+            lines.append(f"rank {death.rank} {death.message}")
+            lines += ["  " + line for line in death.traceback.rstrip("\n").splitlines() if line.strip()]
+        if after:
+            lost = ", ".join(str(d.rank) for d in deaths)
+            who = f"rank {after[0].rank}" if len(after) == 1 else f"ranks {', '.join(str(f.rank) for f in after)}"
+            first = after[0].headline.splitlines()[0] if after[0].headline else after[0].short_type
+            also = f" (and {len(after) - 1} more: verbose shows each)" if len(after) > 1 else ""
+            lines.append(f"{who} failed after rank {lost} was lost: {_clipped(first)}{also}")
+        return lines
+
+    def report(self) -> list[str]:
+        if self.verbose:
+            return super().report()
+        return [*self.rank_report(), "the pool was stopped (the next call starts a fresh one)"]
+
+
+def _clipped(text: str, most: int = 200) -> str:
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 class RankTimeout(RankError, TimeoutError):
