@@ -66,7 +66,11 @@ def test_tutorials_are_all_here() -> None:
 
 @pytest.mark.usefixtures("spark_remote")
 def test_tables_with_spark_connect(tmp_path: Path) -> None:
-    out = text_of(execute("01_tables_with_spark_connect.ipynb", tmp_path))
+    notebook = execute("01_tables_with_spark_connect.ipynb", tmp_path)
+    out = text_of(notebook)
+    # The export's load says it is under way in our progress line; no Hugging Face bar is left behind.
+    assert not any("Generating train split" in json.dumps(m["state"]) for m in widget_models(notebook))
+    assert "Generating train split" not in out
     assert "| setosa|" in out.replace("  ", " ") or "setosa" in out
     assert "features (3000, 4) float64 labels (3000,)" in out
     assert "UsageError:" in out and "sepal_lenght" in out
@@ -78,6 +82,7 @@ def test_volumes_to_pytorch(tmp_path: Path) -> None:
     notebook = execute("02_volumes_to_pytorch.ipynb", tmp_path)
     out = text_of(notebook)
     assert "1000 files; the first is cached at" in out
+    assert "main.ml.remote_images, its location and its credential dropped; the server stopped" in out
     assert "6000 samples in 2 epochs" in out
     assert "dataloader/fetch_seconds/rank_0" in out and "dataloader/cache_hit_rate/rank_0" in out
     assert "32 files in the first batch" in out
@@ -122,6 +127,21 @@ def test_checkpoints_and_resume(tmp_path: Path) -> None:
     out = text_of(notebook)
     assert "[rank 0] step 60 (epoch 1): saved" in out
     assert "rank 1 died: its process killed by signal SIGKILL" in out  # the lost rank, as the pool reports it
+    # What the notebook shows for it: the cause first, then at most one line for the rank that failed
+    # because of it (its gloo error, no torch frames; none when the pool stopped it first), each once.
+    (shown,) = [
+        output["traceback"]
+        for cell in notebook.cells
+        for output in cell.get("outputs", [])
+        if output.get("output_type") == "error"
+    ]
+    shown = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in shown]
+    assert shown[0].startswith("rank 1 died: its process killed by signal SIGKILL"), shown
+    after = [line for line in shown if line.startswith("rank 0 ")]
+    assert len(after) <= 1 and all(line.startswith("rank 0 failed after rank 1 was lost: ") for line in after), shown
+    assert shown[-1] == "the pool was stopped (the next call starts a fresh one)", shown
+    assert sum("SIGKILL" in line for line in shown) == 1, shown
+    assert not any(line.lstrip().startswith("File ") for line in shown), shown
     newest = re.search(r"newest complete checkpoint: (/Volumes/main/ml/checkpoints/run-[\w-]+)/step-60\n", out)
     assert newest, out
     assert "files left in epoch 1: 2400" in out  # 3000 files, 2 ranks x 10 steps x 30 before the checkpoint

@@ -31,6 +31,7 @@ import concurrent.futures as cf
 import contextlib
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -164,15 +165,31 @@ def load_hf_dataset(
         files = [f"{resolved.url}/{f.relative}" for f in listing.files]
         options = resolved.storage_options
     load_options.setdefault("cache_dir", str(settings().home / "hf"))
-    loaded = datasets.load_dataset(
-        "parquet", data_files=files, split=split, streaming=streaming, storage_options=options, **load_options
-    )
+    with _without_progress_bars(datasets):
+        loaded = datasets.load_dataset(
+            "parquet", data_files=files, split=split, streaming=streaming, storage_options=options, **load_options
+        )
     rank, world = current_rank()
     if world > 1:
         from datasets.distributed import split_dataset_by_node
 
         loaded = split_dataset_by_node(loaded, rank=rank, world_size=world)
     return loaded
+
+
+@contextlib.contextmanager
+def _without_progress_bars(datasets: Any) -> Iterator[None]:
+    """Hugging Face's progress bars off while it reads the export: the caller's progress line says
+    the load is under way, and its "Generating train split: 3000/0" bar (no total: Parquet files it
+    has not opened) stayed in the notebook as a widget that looked stuck. Restored as it was."""
+    enabled = datasets.is_progress_bar_enabled()
+    if enabled:
+        datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if enabled:
+            datasets.enable_progress_bars()
 
 
 def _keys(writes: VolumeWrites) -> list[str]:
