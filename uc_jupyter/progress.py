@@ -37,6 +37,7 @@ __all__ = [
     "WidgetLine",
     "as_output",
     "auto_output",
+    "current_wait",
     "format_duration",
     "waiting",
 ]
@@ -114,15 +115,24 @@ class Wait:
             self._shown = True
             self._output.show(f"{self._label} ... {format_duration(elapsed)}")
 
-    def finish(self, *, failed: bool = False) -> None:
-        """End the wait: a last line when anything was shown (``done in`` or ``failed after``)."""
+    def finish(self, *, failed: bool = False, label: str | None = None) -> None:
+        """End the wait: a last line when anything was shown (``done in`` or ``failed after``),
+        under ``label`` when given (what the wait came to, rather than its last step)."""
         with self._lock:
             if self._finished:
                 return
             self._finished = True
+            if label is not None:
+                self._label = label
             if self._shown:
                 outcome = "failed after" if failed else "done in"
                 self._output.finish(f"{self._label}: {outcome} {format_duration(self.elapsed)}")
+
+
+def current_wait() -> Wait | None:
+    """The wait with the default output this thread is in (a table load's, say), if any: a step it
+    waits for (a Spark query's progress) says itself on that wait's line instead of drawing another."""
+    return getattr(_current, "wait", None)
 
 
 @contextlib.contextmanager

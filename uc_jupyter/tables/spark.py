@@ -32,6 +32,7 @@ from uc_jupyter.config import settings
 from uc_jupyter.errors import first_line, verbose
 from uc_jupyter.processes import unreachable
 from uc_jupyter.progress import ProgressOutput
+from uc_jupyter.tables.query_progress import QueryProgress
 from uc_jupyter.tables.spark_server import (
     LocalServer,
     SparkUnavailable,
@@ -190,6 +191,8 @@ def _connect(url: str, *, local: bool, timeout: float) -> SparkSession:
         session.client.set_retry_policies([DefaultPolicy(**_remote_retries(timeout))])
         _answers(session, timeout)
     _bound_exit(session.client)
+    # Queries that take a while show the project's progress line (a .show(), a toPandas(), a first query).
+    session.registerProgressHandler(QueryProgress())
     return session  # type: ignore[no-any-return]
 
 
