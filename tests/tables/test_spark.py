@@ -145,6 +145,22 @@ def test_a_remote_that_cannot_serve_fails_in_one_line_within_its_deadline_every_
         assert "\n" not in str(caught.value)
 
 
+@pytest.mark.usefixtures("catalog")
+def test_a_load_waiting_for_a_silent_remote_shows_what_it_waits_for_then_fails_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, silent_port: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from uc_jupyter import load
+    from uc_jupyter.tables.spark import SparkUnavailable
+
+    monkeypatch.setenv("UC_JUPYTER_SPARK_REMOTE", f"sc://127.0.0.1:{silent_port}")
+    monkeypatch.setenv("UC_JUPYTER_SPARK_CONNECT_TIMEOUT", "2")
+    with pytest.raises(SparkUnavailable, match="did not answer within 2 s"):
+        load("main.ml.points", to="pandas")
+    shown = capsys.readouterr().err.splitlines()
+    assert shown[0].startswith("loading main.ml.points ... "), shown  # while it waited, past a second
+    assert shown[-1].startswith("loading main.ml.points: failed after 2 s"), shown
+
+
 FORKS_DURING_CALLS = """
 import os, sys, threading
 from uc_jupyter.tables import get_spark
