@@ -42,23 +42,48 @@ def run_cell(page: Any, index: int) -> None:
     page.keyboard.press("Shift+Enter")
 
 
-def test_browse_insert_monitor_and_pool_status(lab: Lab, page: Any) -> None:
-    page.goto(lab.open("tutorial.ipynb"))
+def open_sidebar(page: Any, lab: Lab, path: str) -> None:
+    page.goto(lab.open(path))
     editor(page, 1).wait_for()
     page.wait_for_function("() => document.querySelector('#jp-main-statusbar')?.innerText.includes('Idle')")
-    run_cell(page, 0)  # %load_ext uc_jupyter
-    page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-InputPrompt", has_text="[1]").wait_for()
     page.locator('li[data-id="uc-jupyter-catalog"]').click()
+
+
+def test_browse_insert_monitor_and_pool_status(lab: Lab, page: Any) -> None:
+    open_sidebar(page, lab, "tutorial.ipynb")
     row(page, "catalog:main").wait_for()
+    # The panel says who lists the catalog, and which catalog it is.
+    assert page.locator(".uc-CatalogBrowser-who").inner_text() == f"admin · embedded catalog in {lab.home.resolve()}"
     shot(page, "1-sidebar-lists-the-demo-catalog")
 
-    # Expanding a table shows its columns.
+    # Expanding a table shows its columns; what is open stays open when the page is loaded again.
     row(page, "catalog:main").click()
     row(page, "schema:main.ml").click()
     row(page, "table:main.ml.iris").click()
     row(page, "column:main.ml.iris#species").wait_for()
+    page.reload()
+    editor(page, 1).wait_for()
+    if not page.locator("#uc-jupyter-catalog").is_visible():  # the restored layout may have it open already
+        page.locator('li[data-id="uc-jupyter-catalog"]').click()
+    row(page, "column:main.ml.iris#species").wait_for()  # reopened, no click
     assert row(page, "column:main.ml.iris#sepal_length").is_visible()
+    assert row(page, "table:main.ml.iris").get_attribute("aria-expanded") == "true"
     shot(page, "2-table-columns")
+
+    # "Preview rows" on a table: how many rows it holds, and the first ten.
+    row(page, "table:main.ml.iris").click(button="right")
+    page.locator(".lm-Menu-item", has_text="Preview rows").click()
+    dialog = page.locator(".jp-Dialog")
+    dialog.locator(".uc-TablePreview-summary").wait_for()
+    assert dialog.locator(".uc-TablePreview-summary").inner_text() == "300 rows, version 0; the first 10"
+    assert dialog.locator(".uc-TablePreview tbody tr").count() == 10
+    assert dialog.locator(".uc-TablePreview th").first.inner_text() == "sepal_length"
+    shot(page, "2b-table-preview")
+    dialog.get_by_role("button", name="Close").click()
+
+    editor(page, 0).wait_for()
+    run_cell(page, 0)  # %load_ext uc_jupyter
+    page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-InputPrompt", has_text="[1]").wait_for()
 
     # "Insert %uc_load" puts the line into the active cell.
     editor(page, 1).click()
@@ -95,6 +120,16 @@ def test_browse_insert_monitor_and_pool_status(lab: Lab, page: Any) -> None:
     )
     assert "cpu" in status.inner_text()
     shot(page, "5-pool-status")
+
+    # With no notebook open, "Insert %uc_load" is greyed out and says why.
+    page.locator(".jp-mod-current .lm-TabBar-tabCloseIcon").first.click()
+    page.locator(".jp-Dialog").get_by_role("button", name="Discard").click()
+    page.locator(".jp-Notebook").first.wait_for(state="detached")
+    row(page, "table:main.ml.iris").click(button="right")
+    item = page.locator(".lm-Menu-item", has_text="Insert %uc_load")
+    assert item.inner_text().strip() == "Insert %uc_load (open a notebook first)"
+    assert "lm-mod-disabled" in (item.get_attribute("class") or "")
+    page.keyboard.press("Escape")
 
 
 def long_file(i: int) -> str:

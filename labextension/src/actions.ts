@@ -1,23 +1,27 @@
 /**
  * The catalog's context actions: "Insert %uc_load" puts the server's line for the object
  * (`df = %uc_load main.ml.iris --to pandas`, `loader = %uc_load /Volumes/... --decode image ...`) into
- * the active cell of the current notebook (at the cursor; on a new line when the cursor's line has content),
- * "Copy name" copies the full name or path, "Refresh catalog" reloads the tree. Each is a command
+ * the active cell of the current notebook (at the cursor; on a new line when the cursor's line has content);
+ * disabled, its label says why ("open a notebook first"). "Preview rows" shows a table's row count and
+ * first rows; "Copy name" copies the full name or path, "Refresh catalog" reloads the tree. Each is a command
  * (in the tree's context menu and the command palette) that takes an optional `id` argument, the
  * `data-uc-id` of a tree row; without it, the row right-clicked or else the selected row.
  */
 import { JupyterFrontEnd } from '@jupyterlab/application';
-import { Clipboard, ICommandPalette, Notification } from '@jupyterlab/apputils';
+import { Clipboard, Dialog, ICommandPalette, Notification, showDialog } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
 import { copyIcon, refreshIcon } from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
 
 import { errorMessage, IUcApi } from './api';
 import { copyText, ITreeNode, loadTarget } from './catalogNodes';
 import { CatalogBrowser, ITEM_CLASS } from './catalogView';
 import { insertionEdit, lineFor, withExtension } from './loadLine';
+import { PREVIEW_ROWS, previewNode } from './tablePreview';
 
 export const CommandIDs = {
   insertLoad: 'uc-jupyter:insert-uc-load',
+  preview: 'uc-jupyter:preview-table',
   copyName: 'uc-jupyter:copy-name',
   refresh: 'uc-jupyter:refresh-catalog',
   show: 'uc-jupyter:show-catalog'
@@ -65,7 +69,7 @@ export function addCatalogActions(
   browser: CatalogBrowser,
   tracker: INotebookTracker,
   palette: ICommandPalette | null,
-  api: Pick<IUcApi, 'loadLine'>
+  api: Pick<IUcApi, 'loadLine' | 'table'>
 ): void {
   const { commands } = app;
   const model = browser.model;
@@ -79,7 +83,13 @@ export function addCatalogActions(
   };
 
   commands.addCommand(CommandIDs.insertLoad, {
-    label: 'Insert %uc_load',
+    label: args => {
+      const node = target(args);
+      if (node === null || loadTarget(node) === null) {
+        return 'Insert %uc_load (on a table, volume, folder or file)';
+      }
+      return tracker.currentWidget === null ? 'Insert %uc_load (open a notebook first)' : 'Insert %uc_load';
+    },
     caption: 'Insert a %uc_load line for this table or volume path into the active notebook cell',
     isEnabled: args => {
       const node = target(args);
@@ -101,6 +111,30 @@ export function addCatalogActions(
       }
       if (!insertIntoNotebook(app, tracker, line)) {
         Notification.warning('Open a notebook first: %uc_load goes into its active cell.', { autoClose: 5000 });
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.preview, {
+    label: 'Preview rows',
+    caption: 'Show how many rows the table holds and its first rows',
+    isVisible: args => target(args)?.kind === 'table',
+    isEnabled: args => {
+      const node = target(args);
+      return node !== null && node.kind === 'table' && node.readable !== false;
+    },
+    execute: async args => {
+      const node = target(args);
+      const name = node?.kind === 'table' ? node.fullName : null;
+      if (!name) {
+        return;
+      }
+      try {
+        const info = await api.table(name, PREVIEW_ROWS);
+        const body = new Widget({ node: previewNode(info) });
+        await showDialog({ title: name, body, buttons: [Dialog.okButton({ label: 'Close' })] });
+      } catch (error) {
+        Notification.error(`Cannot preview ${name}: ${errorMessage(error)}`, { autoClose: 8000 });
       }
     }
   });
@@ -132,7 +166,8 @@ export function addCatalogActions(
 
   const selector = `#${browser.id} .${ITEM_CLASS}`;
   app.contextMenu.addItem({ command: CommandIDs.insertLoad, selector, rank: 1 });
-  app.contextMenu.addItem({ command: CommandIDs.copyName, selector, rank: 2 });
+  app.contextMenu.addItem({ command: CommandIDs.preview, selector, rank: 2 });
+  app.contextMenu.addItem({ command: CommandIDs.copyName, selector, rank: 3 });
   app.contextMenu.addItem({ command: CommandIDs.refresh, selector: `#${browser.id}`, rank: 10 });
 
   if (palette) {

@@ -32,10 +32,18 @@ export interface IColumn {
   nullable: boolean;
 }
 
+/** `who`: the principal the browser lists as, and which catalog it lists. */
+export interface IWho {
+  principal: string;
+  catalog: string;
+}
+
 /** `table?name=C.S.T&rows=N`. */
 export interface ITableInfo {
   full_name: string;
   version: number | null;
+  /** Its rows, from the Delta log (null: a file's count is not logged). */
+  rows?: number | null;
   columns: IColumn[];
   preview?: { columns: string[]; rows: unknown[][] };
 }
@@ -93,6 +101,7 @@ export interface IUcApi {
   schemas(catalog: string): Promise<IContainerItem[]>;
   objects(schema: string): Promise<IObjects>;
   table(name: string, rows?: number): Promise<ITableInfo>;
+  who(): Promise<IWho>;
   /** One page of a folder: the first, or the one after the token `after`. */
   volume(path: string, after?: string | null): Promise<IVolumeListing>;
   loadLine(source: string): Promise<ILoadLine>;

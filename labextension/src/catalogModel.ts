@@ -36,6 +36,41 @@ export type Row =
 
 export type CatalogApi = Pick<IUcApi, 'catalogs' | 'schemas' | 'objects' | 'table' | 'volume'>;
 
+/**
+ * What is open in the tree, to reopen it later (after a reload of the page): the open nodes' ids and,
+ * for folders with several pages loaded, how many entries they showed. Plain JSON.
+ */
+export interface IOpenState {
+  open: string[];
+  loaded: [string, number][];
+}
+
+/** An {@link IOpenState} read back from its JSON text; null for anything else (never throws). */
+export function parseOpenState(text: string | null): IOpenState | null {
+  if (!text) {
+    return null;
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (typeof value !== 'object' || value === null) {
+    return null;
+  }
+  const { open, loaded } = value as { open?: unknown; loaded?: unknown };
+  const isLoaded = (item: unknown): item is [string, number] =>
+    Array.isArray(item) && item.length === 2 && typeof item[0] === 'string' && Number.isInteger(item[1]);
+  if (!Array.isArray(open) || !open.every(id => typeof id === 'string')) {
+    return null;
+  }
+  if (!Array.isArray(loaded) || !loaded.every(isLoaded)) {
+    return null;
+  }
+  return { open, loaded };
+}
+
 export class CatalogModel {
   private _roots: ITreeNode[] | null = null;
   private _loading = false;
@@ -109,10 +144,19 @@ export class CatalogModel {
     return visit(this._roots);
   }
 
-  /** Lists the catalogs again (everything is fetched anew) and reopens what was open. */
-  async refresh(): Promise<void> {
-    const open = this.expandedIds();
-    const loaded = this.loadedCounts();
+  /** What is open now (see {@link IOpenState}): saved by the browser, given back to `refresh`. */
+  openState(): IOpenState {
+    return { open: [...this.expandedIds()], loaded: [...this.loadedCounts()] };
+  }
+
+  /**
+   * Lists the catalogs again (everything is fetched anew) and reopens what was open, or what
+   * `restore` says was (a page reloaded: the state the browser saved). Ids that no longer exist
+   * (a volume dropped since) are skipped.
+   */
+  async refresh(restore?: IOpenState): Promise<void> {
+    const open = restore ? new Set(restore.open) : this.expandedIds();
+    const loaded = restore ? new Map(restore.loaded) : this.loadedCounts();
     const generation = ++this._generation;
     this._pending.clear();
     this._loading = true;

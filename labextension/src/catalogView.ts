@@ -1,10 +1,11 @@
 /**
- * The catalog browser panel: a search box, a refresh button, an error line and the tree.
+ * The catalog browser panel: a heading with a refresh button, who lists which catalog, a search box,
+ * an error line and the tree.
  *
  * It draws `CatalogModel.rows()` as a flat list (indented by depth) and redraws on every model
  * change; clicks and keys call the model. Stable hooks for tests and styles:
  * `.uc-CatalogBrowser` (the panel, id `uc-jupyter-catalog`), `.uc-CatalogBrowser-search`,
- * `.uc-CatalogBrowser-refresh`, `.uc-CatalogBrowser-error`, `.uc-CatalogTree` and its rows
+ * `.uc-CatalogBrowser-refresh`, `.uc-CatalogBrowser-who`, `.uc-CatalogBrowser-error`, `.uc-CatalogTree` and its rows
  * `.uc-CatalogTree-item` (`data-uc-id`, `data-uc-kind`, `data-uc-name`, `data-uc-readable`,
  * `aria-expanded`, `title` = the full name or path), their `.uc-CatalogTree-label` (split into
  * `.uc-CatalogTree-labelHead` and `.uc-CatalogTree-labelTail`: a long name loses its middle, not its
@@ -15,7 +16,7 @@ import { caretDownIcon, caretRightIcon, refreshIcon } from '@jupyterlab/ui-compo
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { CatalogModel, Row } from './catalogModel';
+import { CatalogModel, IOpenState, Row } from './catalogModel';
 import { copyText, isExpandable, ITreeNode, splitName, tooltip } from './catalogNodes';
 import { catalogIcon, iconFor } from './icons';
 
@@ -31,6 +32,9 @@ export class CatalogBrowser extends Widget {
   private started = false;
   /** The folder whose "Show more" was pressed from the keyboard, until its page is drawn. */
   private moreFocus: string | null = null;
+  /** What was open before the page was reloaded: reopened by the first listing. */
+  restore: IOpenState | null = null;
+  private readonly whoLine: HTMLElement;
 
   constructor(model: CatalogModel) {
     super();
@@ -61,7 +65,9 @@ export class CatalogBrowser extends Widget {
     const top = document.createElement('div');
     top.className = 'uc-CatalogBrowser-header';
     top.append(heading, refresh);
-    toolbar.append(top, this.searchInput);
+    this.whoLine = document.createElement('div');
+    this.whoLine.className = 'uc-CatalogBrowser-who';
+    toolbar.append(top, this.whoLine, this.searchInput);
 
     this.errorLine = document.createElement('div');
     this.errorLine.className = 'uc-CatalogBrowser-error';
@@ -90,8 +96,14 @@ export class CatalogBrowser extends Widget {
     super.onAfterShow(msg);
     if (!this.started) {
       this.started = true;
-      void this.model.refresh();
+      void this.model.refresh(this.restore ?? undefined);
     }
+  }
+
+  /** Says who lists the catalog and which catalog it is, under the heading. */
+  setWho(principal: string, catalog: string): void {
+    this.whoLine.textContent = `${principal} · ${catalog}`;
+    this.whoLine.title = `Listing as ${principal}: only what ${principal} may see is shown.\n${catalog}`;
   }
 
   dispose(): void {

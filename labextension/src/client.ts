@@ -14,6 +14,7 @@ import {
   ITableInfo,
   IUcApi,
   IVolumeListing,
+  IWho,
   PAGE_SIZE
 } from './api';
 
@@ -44,6 +45,10 @@ export class ServerApi implements IUcApi {
   volume(path: string, after: string | null = null): Promise<IVolumeListing> {
     const limit = String(PAGE_SIZE);
     return this.get<IVolumeListing>('volume', after ? { path, limit, after } : { path, limit });
+  }
+
+  who(): Promise<IWho> {
+    return this.get<IWho>('who');
   }
 
   loadLine(source: string): Promise<ILoadLine> {

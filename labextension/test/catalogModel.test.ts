@@ -9,6 +9,7 @@ import {
   formatSize,
   ITreeNode,
   loadTarget,
+  parseOpenState,
   Row,
   volumePath
 } from '../src/catalogModel';
@@ -422,5 +423,38 @@ describe('catalog node helpers', () => {
     assert.equal(formatSize(1536), '1.5 KB');
     assert.equal(formatSize(50 * 1024 * 1024), '50 MB');
     assert.equal(formatSize(null), '');
+  });
+});
+
+describe('the open state kept across reloads', () => {
+  it('reopens after a reload what was open, with as many entries, and skips what is gone', async () => {
+    const { api, model } = await openedDemo();
+    api.big.set('/Volumes/main/ml/images', 450);
+    await model.expand(node(model, 'volume:/Volumes/main/ml/images'));
+    await model.more(node(model, 'volume:/Volumes/main/ml/images'));
+    const saved = parseOpenState(JSON.stringify(model.openState()));
+    assert.ok(saved);
+    assert.deepEqual(saved.loaded, [['volume:/Volumes/main/ml/images', 400]]);
+
+    const reloaded = new CatalogModel(api); // a new page: nothing open until the state is given back
+    await reloaded.refresh({ ...saved, open: [...saved.open, 'schema:main.gone'] });
+    assert.deepEqual(describeRows(reloaded.rows()).slice(0, 5), [
+      '- catalog main',
+      '  - schema ml',
+      '    + table iris',
+      '    + table secret',
+      '    - volume images'
+    ]);
+    assert.equal(node(reloaded, 'volume:/Volumes/main/ml/images').children?.length, 400);
+  });
+
+  it('reads back only a well-formed state', () => {
+    assert.deepEqual(parseOpenState('{"open": ["catalog:main"], "loaded": []}'), {
+      open: ['catalog:main'],
+      loaded: []
+    });
+    for (const text of [null, '', 'not json', '[]', '{"open": "x", "loaded": []}', '{"open": [], "loaded": [["a"]]}']) {
+      assert.equal(parseOpenState(text), null, String(text));
+    }
   });
 });

@@ -100,7 +100,7 @@ def test_a_preview_reads_only_the_first_rows_of_a_many_file_table(catalog: Local
     for part in range(1, 4):
         catalog.create_table("main.ml.big", pa.table({"part": [part] * 500, "i": list(range(500))}), mode="append")
     preview = table_preview(catalog, "main.ml.big", rows=100)
-    assert preview["version"] == 3 and preview["full_name"] == "main.ml.big"
+    assert preview["version"] == 3 and preview["full_name"] == "main.ml.big" and preview["rows"] == 2000
     assert preview["columns"] == [
         {"name": "part", "type": "long", "nullable": True},
         {"name": "i", "type": "long", "nullable": True},
@@ -207,3 +207,14 @@ def test_json_safe_leaves_plain_values_alone() -> None:
 def test_docstring_examples(module: ModuleType) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_row_count_comes_from_the_log_less_what_deletion_vectors_delete(catalog: LocalCatalog) -> None:
+    from uc_jupyter.testing.deletion_vectors import delete_with_deletion_vector
+
+    catalog.create_table("main.ml.counted", pa.table({"i": list(range(40))}))
+    catalog.create_table("main.ml.counted", pa.table({"i": list(range(40, 60))}), mode="append")
+    assert table_preview(catalog, "main.ml.counted", rows=0)["rows"] == 60
+    location = catalog.get_table("main.ml.counted").storage_location.removeprefix("file://")
+    delete_with_deletion_vector(location, {0: [0, 1, 2, 3, 4]})
+    assert table_preview(catalog, "main.ml.counted", rows=0)["rows"] == 55

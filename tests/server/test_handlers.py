@@ -14,7 +14,7 @@ CONFIG = Path(__file__).parents[2] / "jupyter-config" / "jupyter_server_config.d
 def test_routes_live_under_the_base_url() -> None:
     assert [pattern for pattern, _ in routes("/user/bob/")] == [
         f"/user/bob/uc-jupyter/api/{route}"
-        for route in ("catalogs", "schemas", "objects", "table", "volume", "load-line", "pools")
+        for route in ("catalogs", "schemas", "objects", "table", "volume", "load-line", "pools", "who")
     ]
 
 

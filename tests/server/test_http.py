@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
-from .conftest import Server
+from .conftest import ADMIN, ALICE, Server
 
 ROUTES = {
     "catalogs": {},
@@ -18,6 +19,7 @@ ROUTES = {
     "volume": {"path": "/Volumes/main/ml/images"},
     "load-line": {"source": "main.ml.iris"},
     "pools": {},
+    "who": {},
 }
 
 
@@ -55,7 +57,7 @@ def test_a_table_shows_its_columns_and_first_rows(admin_server: Server) -> None:
     reply = admin_server.api("table", name="Main.ML.Iris", rows="3")
     assert reply.status == 200
     table = reply.body
-    assert (table["full_name"], table["version"]) == ("main.ml.iris", 0)
+    assert (table["full_name"], table["version"], table["rows"]) == ("main.ml.iris", 0, 300)
     names = ["sepal_length", "sepal_width", "petal_length", "petal_width", "species", "label"]
     assert [c["name"] for c in table["columns"]] == names
     assert table["columns"][4] == {"name": "species", "type": "string", "nullable": True}
@@ -66,6 +68,15 @@ def test_a_table_shows_its_columns_and_first_rows(admin_server: Server) -> None:
     )
     assert len(admin_server.api("table", name="main.ml.iris").body["preview"]["rows"]) == 10  # the default
     assert admin_server.api("table", name="main.ml.iris", rows="0").body["preview"]["rows"] == []
+
+
+def test_who_says_the_principal_and_the_catalog_the_browser_lists(
+    admin_server: Server, alice_server: Server, server_home: Path
+) -> None:
+    for server, principal in ((admin_server, ADMIN), (alice_server, ALICE)):
+        reply = server.api("who")
+        assert reply.status == 200
+        assert reply.body == {"principal": principal, "catalog": f"embedded catalog in {server_home.resolve()}"}
 
 
 def test_a_volume_folder_lists_folders_first_without_hidden_files_or_escapes(admin_server: Server) -> None:

@@ -62,6 +62,7 @@ __all__ = [
     "status_of",
     "table_preview",
     "volume_entries",
+    "who",
 ]
 
 DEFAULT_PREVIEW_ROWS = 10
@@ -150,7 +151,7 @@ def table_preview(catalog: Catalog, name: str, rows: int = DEFAULT_PREVIEW_ROWS)
     """
     import pyarrow as pa
 
-    from uc_jupyter.tables.delta import open_delta
+    from uc_jupyter.tables.delta import open_delta, row_count
 
     if not 0 <= rows <= MAX_PREVIEW_ROWS:
         raise BadRequest(f"rows must be an integer from 0 to {MAX_PREVIEW_ROWS}, got {rows!r}")
@@ -176,9 +177,27 @@ def table_preview(catalog: Catalog, name: str, rows: int = DEFAULT_PREVIEW_ROWS)
     return {
         "full_name": info.full_name,
         "version": int(delta.version()),
+        "rows": row_count(delta),
         "columns": [{"name": c.name, "type": c.type_text, "nullable": c.nullable} for c in info.columns],
         "preview": {"columns": names, "rows": [[json_safe(r[n]) for n in names] for r in records]},
     }
+
+
+def who(catalog: Catalog) -> Json:
+    """Who the browser shows the catalog to, and which catalog it is: the principal every listing
+    is checked as, and where the catalog lives (the embedded one's home, or a server's URL).
+
+    Example:
+        >>> who(get_catalog())   # doctest: +SKIP
+        {'principal': 'admin', 'catalog': 'embedded catalog in /root/.uc_jupyter'}
+    """
+    from uc_jupyter.catalog.embedded.local import LocalCatalog
+
+    if isinstance(catalog, LocalCatalog):
+        where = f"embedded catalog in {catalog.root}"
+    else:
+        where = f"Unity Catalog at {getattr(catalog, 'url', type(catalog).__name__)}"
+    return {"principal": catalog.current_principal(), "catalog": where}
 
 
 def pool_records(kernel_ids: Collection[str], root: Path | None = None) -> Json:

@@ -131,6 +131,14 @@ class LoadLineHandler(_Handler):
         await self._answer(lambda: browse.load_line(get_catalog(), source))
 
 
+class WhoHandler(_Handler):
+    """``GET who``: the principal the browser lists as, and which catalog it lists."""
+
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        await self._answer(lambda: browse.who(get_catalog()))
+
+
 class PoolsHandler(_Handler):
     """``GET pools``: the rank pools of the kernels this server runs."""
 
@@ -150,5 +158,6 @@ def routes(base_url: str) -> list[tuple[str, type[_Handler]]]:
         "volume": VolumeHandler,
         "load-line": LoadLineHandler,
         "pools": PoolsHandler,
+        "who": WhoHandler,
     }
     return [(url_path_join(base_url, API_PATH, route), handler) for route, handler in handlers.items()]
