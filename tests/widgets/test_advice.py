@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample
+from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot
 from uc_jupyter.widgets.advice import INPUT_BOUND_SHARE, advise, skipped_text, verdict
 
 from .conftest import snapshot
@@ -385,11 +385,17 @@ def reading(samples: list[Sample], *, each: float, answer: float | None, size: i
     ]
 
 
+def fetching(*, each: float, answer: float | None, size: int = 16_000) -> Snapshot:
+    """A loop of 100 batches waiting half its time, nearly all of it for fetch, over 2 workers that
+    downloaded 800 files (see :func:`reading`)."""
+    loop = staged(0.5, (8.0, 0.1, 0.1), (4.8, 0.1, 0.0, 0.1, 0.0))
+    return snapshot(10.0, loop, *reading(workers(count=2, hits=0, misses=800), each=each, answer=answer, size=size))
+
+
 def test_fetch_that_waits_for_the_stores_answer_is_latency_bound_and_asks_for_the_window_its_pace_needs() -> None:
     # 100 batches of 8 files, a 50 ms step: the loop takes 160 files a second; a download takes 30 ms,
     # 28 of them waiting for the answer, and 2.4 are in flight (24 s of downloads over 10 s).
-    loop = staged(0.5, (8.0, 0.1, 0.1), (4.8, 0.1, 0.0, 0.1, 0.0))
-    snap = snapshot(10.0, loop, *reading(workers(count=2, hits=0, misses=800), each=0.03, answer=0.028))
+    snap = fetching(each=0.03, answer=0.028)
     assert "(latency-bound fetch 96%, decode 2%, transfer 2%; over 10%" in verdict(snap).text
     advice = advise(snap, cpus=8)
     assert advice[-1] == (
@@ -403,8 +409,7 @@ def test_fetch_that_waits_for_the_stores_answer_is_latency_bound_and_asks_for_th
 
 
 def test_fetch_that_mostly_receives_bytes_is_bandwidth_bound_and_never_asks_for_more_in_flight() -> None:
-    loop = staged(0.5, (8.0, 0.1, 0.1), (4.8, 0.1, 0.0, 0.1, 0.0))
-    snap = snapshot(10.0, loop, *reading(workers(count=2, hits=0, misses=800), each=0.2, answer=0.01, size=200_000))
+    snap = fetching(each=0.2, answer=0.01, size=200_000)
     assert "(bandwidth-bound fetch 96%, decode 2%, transfer 2%; over 10%" in verdict(snap).text
     advice = advise(snap, cpus=8)
     assert advice[-1] == (
@@ -417,7 +422,6 @@ def test_fetch_that_mostly_receives_bytes_is_bandwidth_bound_and_never_asks_for_
 
 
 def test_fetch_whose_downloads_cannot_tell_the_answer_keeps_the_window_or_workers_advice() -> None:
-    loop = staged(0.5, (8.0, 0.1, 0.1), (4.8, 0.1, 0.0, 0.1, 0.0))
-    snap = snapshot(10.0, loop, *reading(workers(count=2, hits=0, misses=800), each=0.03, answer=None))
+    snap = fetching(each=0.03, answer=None)
     assert "(fetch 96%, decode 2%" in verdict(snap).text
     assert advise(snap, cpus=8)[-1].startswith("keep more reads in flight: fetch waits 80.0 ms per batch")
