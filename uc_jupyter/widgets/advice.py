@@ -17,8 +17,11 @@ Recommendations, per rank and most effective first, come only from what the Snap
   flight), all of them busy (more workers, up to the CPUs; past them, cheaper items: for files smaller
   ones, for tables fewer columns). The share is CPU time over wall time: on a machine with more
   runnable threads than cores a decoding worker reads lower than it is busy;
-- fetch latency vs throughput: a few long stalls (a median wait far below the mean) call for
-  fetching further ahead, steady waits for more throughput;
+- fetch, when it is the bound stage and the store tells when it answered
+  (:mod:`uc_jupyter.widgets.reads`): latency-bound reads get the window the loop's pace needs (the
+  dataset's ``prefetch=``, with the exposed wait expected of it), bandwidth-bound ones fewer bytes
+  (more reads at once would share the link); without those times, a few long stalls (a median wait
+  far below the mean) call for fetching further ahead, steady waits for more throughput;
 - start-up: workers started anew each pass (``persistent_workers=True`` starts them once).
 
 Example:
