@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from uc_jupyter.telemetry.model import EXPOSED_STAGES, MADE_STAGES, MAIN_WORKER, Sample, Snapshot, waits_most
+from uc_jupyter.widgets.cache_advice import cache_advice
 from uc_jupyter.widgets.reads import Reads
 from uc_jupyter.widgets.units import format_bytes, format_seconds, shares_text, three_digits
 
@@ -256,68 +257,11 @@ def _rank_advice(figures: Snapshot, loop: Sample, cpus: int | None) -> list[str]
     if _no_step(loop):
         return []  # no training step: the wait is the loop's design, no knob shortens it
     lines = []
-    cache = _cache_advice(figures, workers)
+    cache = cache_advice(figures, workers)
     if cache:
         lines.append(cache)
     lines.append(_worker_advice(loop, workers, share, cpus, figures.worker_cpu_share(loop.rank)))
     return lines
-
-
-def _cache_advice(figures: Snapshot, workers: Sequence[Sample]) -> str:
-    hits, misses = sum(w.hits for w in workers), sum(w.misses for w in workers)
-    if not misses:
-        return ""
-    missed = misses / (hits + misses)
-    budget = figures.cache_max_bytes
-    # The cache is shared by every rank on the machine: the data it must hold is the whole pass's.
-    data = sum(s.bytes for s in figures.samples.values() if s.worker != MAIN_WORKER)
-    keeps = format_bytes(_round_up(_budget_to_keep(figures, data)))
-    if budget and data > budget:
-        return (
-            f"cache budget {format_bytes(budget)} < data {format_bytes(data)}: each epoch re-downloads "
-            f"{missed:.0%}; raise cache_max_bytes to {keeps} (the data, the files in flight and the "
-            "cache's headroom)"
-        )
-    streamed = sum(w.streamed for w in workers)
-    if budget and streamed > 0.5 * misses:
-        return (
-            f"{missed:.0%} of files were downloaded and streamed through the cache, not kept (cache='never', or "
-            f"a cache full of other data): every epoch downloads {format_bytes(figures.bytes_downloaded)}; "
-            f"cache='auto' with room for {keeps} reads the next epochs locally"
-        )
-    if budget and missed > 0.5:
-        return (
-            f"cold cache: {missed:.0%} of files were downloaded in this pass; the budget "
-            f"{format_bytes(budget)} holds the data ({format_bytes(data)}), so the next epoch reads from the cache"
-        )
-    if not budget and figures.bytes_downloaded:
-        return (
-            f"no cache: every epoch downloads {format_bytes(figures.bytes_downloaded)}; cache='always' with "
-            f"cache_max_bytes of {keeps} reads the next epochs locally"
-        )
-    return ""
-
-
-def _budget_to_keep(figures: Snapshot, data: int) -> int:
-    """The cache budget under which a pass's ``data`` stays resident: the cache first leaves room for
-    the files each loader holds at once (every batch its workers were asked for, and the loop's) and
-    for each stream's download window at its deepest (:mod:`uc_jupyter.data.volume.keeping`); a
-    budget just above the data kept half of it in the injected test."""
-    # Here, not at the top: uc_jupyter.data imports torch, which the rules need only with cache advice.
-    from uc_jupyter.data.loader.defaults import DEFAULT_PREFETCH
-    from uc_jupyter.data.volume.keeping import budget_to_keep
-    from uc_jupyter.data.volume.pace import MAX_DEPTH
-
-    streams = [s for s in figures.samples.values() if s.worker != MAIN_WORKER and s.files]
-    files = sum(s.files for s in streams)
-    if not files:
-        return data
-    held = sum(
-        loop.samples / loop.batches * (len(loop.worker_queue_depths) * DEFAULT_PREFETCH + 1)
-        for loop in figures.loops().values()
-    )
-    window = (held + len(streams) * MAX_DEPTH) * data / files
-    return budget_to_keep(data, window=int(window))
 
 
 def _worker_advice(
@@ -517,14 +461,6 @@ def _effect(loop: Sample, now: int, then: int, share: float) -> str:
     """'; exposed wait 45% -> about 8%' when the stage times say what ``then`` workers would leave."""
     expected = _expected_wait(loop, now, then)
     return f" (exposed wait {share:.0%} -> about {expected:.0%})" if expected is not None else ""
-
-
-def _round_up(count: float) -> int:
-    """Up to two significant digits: 660 kB, not 657,800 bytes."""
-    if count <= 0:
-        return 0
-    scale = 10 ** max(int(math.log10(count)) - 1, 0)
-    return int(math.ceil(count / scale) * scale)
 
 
 def _ranks(owners: Sequence[int], world: int) -> str:
