@@ -38,6 +38,21 @@ def text_of(notebook: Any) -> str:
     return "\n".join(parts)
 
 
+def noise(notebook: Any) -> list[str]:
+    """What a person would read as something gone wrong: anything on stderr (shown in red), and
+    errors shown as Python tracebacks rather than the one-line errors the tutorials demonstrate."""
+    found = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream" and output.get("name") == "stderr":
+                found.append(output.get("text", ""))
+            elif output.get("output_type") == "error":
+                shown = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(output.get("traceback", [])))
+                if "Traceback (most recent call last)" in shown or re.search(r'^\s*File "', shown, re.MULTILINE):
+                    found.append(shown)
+    return found
+
+
 def widget_models(notebook: Any) -> list[dict[str, Any]]:
     state = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     return list(state.values())
@@ -68,6 +83,7 @@ def test_tutorials_are_all_here() -> None:
 def test_tables_with_spark_connect(tmp_path: Path) -> None:
     notebook = execute("01_tables_with_spark_connect.ipynb", tmp_path)
     out = text_of(notebook)
+    assert noise(notebook) == []
     # The export's load says it is under way in our progress line; no Hugging Face bar is left behind.
     assert not any("Generating train split" in json.dumps(m["state"]) for m in widget_models(notebook))
     assert "Generating train split" not in out
@@ -81,6 +97,7 @@ def test_tables_with_spark_connect(tmp_path: Path) -> None:
 def test_volumes_to_pytorch(tmp_path: Path) -> None:
     notebook = execute("02_volumes_to_pytorch.ipynb", tmp_path)
     out = text_of(notebook)
+    assert noise(notebook) == []
     assert "1000 files; the first is cached at" in out
     assert "main.ml.remote_images, its location and its credential dropped; the server stopped" in out
     assert "6000 samples in 2 epochs" in out
@@ -99,6 +116,7 @@ def test_volumes_to_pytorch(tmp_path: Path) -> None:
 def test_distributed_training(tmp_path: Path) -> None:
     notebook = execute("03_distributed_training.ipynb", tmp_path)
     out = text_of(notebook)
+    assert noise(notebook) == []
     assert "[rank 0] rank 0: trained on 1500 rows of its shard" in out
     assert "[rank 1] rank 1: trained on 1500 rows of its shard" in out
     assert "accuracy per rank: [" in out
@@ -115,7 +133,9 @@ def test_distributed_training(tmp_path: Path) -> None:
 
 @pytest.mark.servers  # runs the notebook in a Jupyter kernel
 def test_governance(tmp_path: Path) -> None:
-    out = text_of(execute("04_governance.ipynb", tmp_path))
+    notebook = execute("04_governance.ipynb", tmp_path)
+    out = text_of(notebook)
+    assert noise(notebook) == []
     assert "alice may read 1000 files of /Volumes/main/ml/images/circle" in out
     assert "UsageError: alice lacks SELECT on main.ml.iris" in out
     assert "alice may now read 3000 rows of main.ml.iris" in out
@@ -125,6 +145,7 @@ def test_governance(tmp_path: Path) -> None:
 def test_checkpoints_and_resume(tmp_path: Path) -> None:
     notebook = execute("05_checkpoints_and_resume.ipynb", tmp_path)
     out = text_of(notebook)
+    assert noise(notebook) == []
     assert "[rank 0] step 60 (epoch 1): saved" in out
     assert "rank 1 died: its process killed by signal SIGKILL" in out  # the lost rank, as the pool reports it
     # What the notebook shows for it: the cause first, then at most one line for the rank that failed

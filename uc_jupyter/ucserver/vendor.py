@@ -3,7 +3,8 @@
 What a vend gives, by storage (docs/design/unity-catalog-server.md section 6):
 
 - ``file://``: the URL and an expiry only, no secret (as UC OSS: local files have no credentials to
-  scope; the README says what that does and does not enforce). The expiry makes a client ask again,
+  scope; the README's section on the catalog server, under "file:// storage", says what that does
+  and does not enforce). The expiry makes a client ask again,
   so a revoked grant is noticed within one lifetime.
 - ``s3://``, by the credential's option ``vending``:
 
