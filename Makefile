@@ -86,8 +86,15 @@ lint: $(STAMP) labextension
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
+# Every test: first those that start no server, spread over the cores as in `make check`, then those
+# that do (Spark, S3 servers, Ray, kernels, JupyterLab and a browser), one at a time: they time real
+# processes and waits, which two of them at once on a 2-core machine would skew. Both parts always run;
+# the target fails if either does.
 test: lint java chromium ucclient azurite
-	$(VENV)/bin/pytest --durations=30
+	@status=0; \
+	$(VENV)/bin/pytest -m 'not servers' -n auto --dist worksteal -p no:cacheprovider --durations=10 -q || status=$$?; \
+	$(VENV)/bin/pytest -m servers --durations=30 || status=$$?; \
+	exit $$status
 
 # The edit-test loop: lint and every test that starts no server (no Spark, S3 server, moto, Azurite,
 # Ray, kernel, Jupyter or browser: tests/conftest.py marks those `servers`), spread over the machine's

@@ -403,11 +403,24 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3TestServer
 
 @pytest.fixture
 def s3(s3_server: S3TestServer) -> Iterator[S3TestServer]:
-    """The shared server, with counters and injected faults reset around each test."""
-    s3_server.configure(latency=0.0, bandwidth=0.0, fail_first=0, fail_status=503, list_latency=0.0, store_then_fail="")
+    """The shared server, with counters, shaping and injected faults reset around each test (a latency
+    shape or a per-connection cap one test set would otherwise reach the next)."""
+    s3_server.configure(**_S3_AT_REST)
     s3_server.reset()
     yield s3_server
-    s3_server.configure(latency=0.0, bandwidth=0.0, fail_first=0, fail_status=503, list_latency=0.0, store_then_fail="")
+    s3_server.configure(**_S3_AT_REST)
+
+
+_S3_AT_REST: dict[str, Any] = {
+    "latency": 0.0,
+    "latency_sigma": 0.0,
+    "bandwidth": 0.0,
+    "connection_bandwidth": 0.0,
+    "fail_first": 0,
+    "fail_status": 503,
+    "list_latency": 0.0,
+    "store_then_fail": "",
+}
 
 
 @pytest.fixture

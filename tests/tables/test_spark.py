@@ -193,4 +193,6 @@ def test_forks_beside_spark_calls_print_nothing_of_grpc_unless_asked(
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == [kept]
     if given is None:
-        assert "fork_posix" not in done.stderr and done.stderr == "", done.stderr[-2000:]
+        # Our own progress lines may come (a count past its first progress report on a loaded machine).
+        others = [line for line in done.stderr.splitlines() if not line.startswith("Spark query")]
+        assert "fork_posix" not in done.stderr and others == [], done.stderr[-2000:]

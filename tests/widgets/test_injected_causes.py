@@ -101,7 +101,9 @@ def test_slow_storage_is_latency_bound_fetch_and_the_window_or_the_workers_it_as
 
         return loader
 
-    own = measured(make(1), 1, step=0.01)
+    # A step of 30 ms: the loop takes 133 files a second, which a loaded 2-core machine still downloads
+    # with CPU to spare once enough are in flight (the cause stays the latency, not the CPU).
+    own = measured(make(1), 1, step=0.03)
     judged = verdict(own)
     assert judged.kind == "input-bound" and "(latency-bound fetch " in judged.text, judged.text
     assert bound_stage(own) == "fetch"
@@ -116,15 +118,15 @@ def test_slow_storage_is_latency_bound_fetch_and_the_window_or_the_workers_it_as
     )
     assert said, advice
     latency, answering, in_flight, needed = float(said[1]), int(said[2]), float(said[3]), int(said[4])
-    assert 25 <= latency <= 100 and answering >= 70 and in_flight <= 1.2 and needed >= 6, advice
+    assert 25 <= latency <= 100 and answering >= 70 and in_flight <= 1.2 and needed >= 5, advice
     assert "bandwidth" not in " ".join(advise(own, cpus=8))  # no other cause
 
-    window = measured(make(int(said[5])), 1, step=0.01)  # the window it asks for, and what it expected of it
+    window = measured(make(int(said[5])), 1, step=0.03)  # the window it asks for, and what it expected of it
     assert own.exposed_wait is not None and window.exposed_wait is not None
     assert window.exposed_wait < own.exposed_wait * 0.5, (own.exposed_wait, window.exposed_wait, advice)
-    assert window.exposed_wait * 100 < int(said[6]) + 20, (window.exposed_wait, advice)
+    assert window.exposed_wait * 100 < int(said[6]) + 25, (window.exposed_wait, advice)
 
-    workers = measured(make(1), 2, step=0.01)  # the other change it names
+    workers = measured(make(1), 2, step=0.03)  # the other change it names
     assert workers.exposed_wait is not None
     assert workers.exposed_wait < own.exposed_wait and abs(workers.exposed_wait * 100 - int(said[7])) < 15, advice
 

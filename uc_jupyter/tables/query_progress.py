@@ -4,16 +4,17 @@ pyspark's Spark Connect client calls the progress handlers registered on a sessi
 server's progress reports (stages, tasks done, bytes read; ``spark.connect.progress.reportInterval``
 apart, the first once the query has run that long) and once more with ``done=True`` when the query
 ends, however it ends. :class:`QueryProgress` turns them into the line of :mod:`uc_jupyter.progress`:
-a ``.show()``, a ``toPandas()`` or a first query that reports shows ``Spark query: 9 of 17 tasks,
-12.3 MB read ... 3 s``, then ``Spark query, 17 tasks: done in 4 s``; inside a wait of ours (a table
-load) that wait's line says it instead (``loading main.ml.iris: Spark query: 9 of 17 tasks ... 5 s``).
-A query that ends before its first report shows nothing.
+a ``.show()``, a ``toPandas()`` or a first query still running a second after its first report
+shows ``Spark query: 9 of 17 tasks, 12.3 MB read ... 3 s`` (the time since that report), then
+``Spark query, 17 tasks: done in 4 s``; inside a wait of ours (a table load) that wait's line says it
+instead (``loading main.ml.iris: Spark query: 9 of 17 tasks ... 5 s``). A query that ends within a
+second of its first report shows nothing: a loaded machine's short queries stay quiet.
 
 Example:
     >>> from pyspark.sql.connect.shell.progress import StageInfo
     >>> from uc_jupyter.progress import LineCallback
     >>> lines = []
-    >>> progress = QueryProgress(output=lambda: LineCallback(lines.append), clock=lambda: 0.0)
+    >>> progress = QueryProgress(output=lambda: LineCallback(lines.append), clock=lambda: 0.0, delay=0.0)
     >>> stage = StageInfo(stage_id=0, num_tasks=8, num_completed_tasks=3, num_bytes_read=0, done=False)
     >>> progress([stage], 2, "op-1", False)
     >>> progress([stage], 0, "op-1", True)
@@ -52,12 +53,17 @@ class QueryProgress:
         output: makes the output of a query's own line (default: a widget in a kernel, a rewritten
             line on a terminal, as every progress line of the project).
         clock: seconds, for the time shown.
+        delay: seconds past a query's first report before its own line shows.
     """
 
     def __init__(
-        self, *, output: Callable[[], ProgressOutput] = auto_output, clock: Callable[[], float] = time.monotonic
+        self,
+        *,
+        output: Callable[[], ProgressOutput] = auto_output,
+        clock: Callable[[], float] = time.monotonic,
+        delay: float = 1.0,
     ) -> None:
-        self._output, self._clock = output, clock
+        self._output, self._clock, self._delay = output, clock, delay
         self._shown: dict[str, _Shown] = {}
         self._lock = threading.Lock()  # queries of several threads report at once
 
@@ -89,7 +95,7 @@ class QueryProgress:
         outer = current_wait()
         if outer is not None:  # a load of ours waits for this query: its line says so
             return _Shown(outer, outer.label)
-        return _Shown(Wait("Spark query", self._output(), clock=self._clock, delay=0.0), None)
+        return _Shown(Wait("Spark query", self._output(), clock=self._clock, delay=self._delay), None)
 
     def _end(self, shown: _Shown) -> None:
         if shown.before is not None:
