@@ -143,12 +143,22 @@ def test_volumes_with_labels_include_and_exclude(shell: InteractiveShell, catalo
         ("main.ml.points --to torch --batch-size 0", "invalid batch_size 0"),
         ("main.ml.points --limit -1", "invalid limit -1"),
         ("main.ml.points --version -2", "invalid version -2"),
-        ("main.ml.points --to pandas --columns idx", "table main.ml.points has no column 'idx'; did you mean 'id'?"),
-        (
+        # Lines Spark analyses (the session's Spark server: marked, as a parameter that starts one).
+        pytest.param(
+            "main.ml.points --to pandas --columns idx",
+            "table main.ml.points has no column 'idx'; did you mean 'id'?",
+            marks=pytest.mark.servers,
+        ),
+        pytest.param(
             "main.ml.points --to pandas --where 'idd > 1'",
             "table main.ml.points has no column 'idd'; did you mean 'id'?",
+            marks=pytest.mark.servers,
         ),
-        ("main.ml.points --to pandas --where 'tag > array(1)'", 'Cannot resolve "(tag > array(1))" due to data type'),
+        pytest.param(
+            "main.ml.points --to pandas --where 'tag > array(1)'",
+            'Cannot resolve "(tag > array(1))" due to data type',
+            marks=pytest.mark.servers,
+        ),
     ],
 )
 def test_bad_lines_are_one_line_usage_errors(
