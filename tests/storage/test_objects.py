@@ -3,7 +3,13 @@ within seconds, in one line naming the volume, the endpoint and why."""
 
 from __future__ import annotations
 
+import contextlib
+import datetime
+import socket
+import ssl
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,3 +52,69 @@ def test_an_endpoint_whose_name_does_not_resolve_says_so() -> None:
         r"the name no-such-store.invalid does not resolve; check",
     ):
         list(storage.pages(recursive=False))
+
+
+@pytest.fixture
+def tls_endpoint(tmp_path: Path) -> Iterator[str]:
+    """An https endpoint on 127.0.0.1 whose certificate no one signed: the TLS handshake fails."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    private = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    signed = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)  # signed by itself: no one the client trusts
+        .public_key(private.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(private, hashes.SHA256())
+    )
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    key.write_bytes(
+        private.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    cert.write_bytes(signed.public_bytes(serialization.Encoding.PEM))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen(16)
+    listening.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                client, _ = listening.accept()
+            except OSError:
+                continue
+            with contextlib.suppress(OSError), context.wrap_socket(client, server_side=True) as tls:
+                tls.recv(1)  # the client gives up on the certificate before sending anything
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"https://127.0.0.1:{listening.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        listening.close()
+
+
+def test_a_store_whose_certificate_is_not_trusted_says_the_tls_handshake_failed(tls_endpoint: str) -> None:
+    options = {"key": "k", "secret": "s", "endpoint_url": tls_endpoint}
+    storage = open_storage("s3://b/data", options, where="/Volumes/main/ml/secure")
+    with pytest.raises(StorageUnreachable) as failed:
+        list(storage.pages(recursive=False))
+    assert str(failed.value) == (
+        f"cannot list /Volumes/main/ml/secure: {tls_endpoint}: its TLS certificate is not trusted (self-signed "
+        "certificate); check the volume's endpoint, or that its store runs"
+    )

@@ -306,15 +306,16 @@ _ENDPOINT = re.compile(r"\b(https?)://([^/\s:]+)(?::(\d+))?")
 
 def _unreachable(error: BaseException) -> str:
     """For a request that never got an answer, what connecting to its endpoint says now, in words
-    ("http://127.0.0.1:9000 refused the connection"); "" when the error names no endpoint, or the
-    endpoint answers (the failure was something else). One connection, at most 2 s."""
+    ("http://127.0.0.1:9000 refused the connection"; for https, a TLS handshake that fails: object_store
+    says only "error sending request"); "" when the error names no endpoint, or the endpoint answers
+    (the failure was something else). One connection, at most 2 s each step."""
     found = _ENDPOINT.search(str(error))
     if found is None:
         return ""
     scheme, host, port = found.group(1), found.group(2), found.group(3)
     endpoint = f"{scheme}://{host}{f':{port}' if port else ''}"
     try:
-        socket.create_connection((host, int(port or (443 if scheme == "https" else 80))), timeout=2.0).close()
+        connection = socket.create_connection((host, int(port or (443 if scheme == "https" else 80))), timeout=2.0)
     except ConnectionRefusedError:
         return f"{endpoint} refused the connection (nothing listens there)"
     except socket.gaierror:
@@ -323,7 +324,22 @@ def _unreachable(error: BaseException) -> str:
         return f"{endpoint} did not answer within 2 s"
     except OSError as failed:
         return f"{endpoint}: {failed.strerror or type(failed).__name__}"
-    return ""
+    with connection:
+        return _tls_refused(connection, host, endpoint) if scheme == "https" else ""
+
+
+def _tls_refused(connection: socket.socket, host: str, endpoint: str) -> str:
+    """What a TLS handshake over ``connection`` says, in words ("" when it succeeds): with the
+    system's trusted roots, as a client that verifies certificates does."""
+    import ssl
+
+    try:
+        with ssl.create_default_context().wrap_socket(connection, server_hostname=host):
+            return ""
+    except ssl.SSLCertVerificationError as refused:
+        return f"{endpoint}: its TLS certificate is not trusted ({refused.verify_message})"
+    except (ssl.SSLError, OSError) as failed:
+        return f"{endpoint}: the TLS handshake failed ({getattr(failed, 'reason', None) or failed})"
 
 
 def _listing_error(where: str, exc: Exception) -> Exception:
