@@ -75,6 +75,17 @@ def test_a_location_whose_store_refuses_its_credentials_options_is_refused(cat: 
     assert cat.create_external_location("az_lake", "az://lake/raw", "azure").credential_name == "azure"
 
 
+def test_a_volumes_own_options_that_its_store_refuses_are_refused_as_it_is_made(cat: LocalCatalog) -> None:
+    cat.create_storage_credential("s3_keys", {"key": "AKIA", "secret": "s"})
+    cat.create_external_location("raw_lake", "s3://lake/raw", "s3_keys")
+    with pytest.raises(ValueError, match="^volume main.ml.odd: storage option 'kee'") as raised:
+        cat.create_volume("main.ml.odd", "s3://lake/raw/odd", storage_options={"kee": "AKIA-VALUE"})
+    assert "AKIA-VALUE" not in str(raised.value)
+    assert "odd" not in [v.name for v in cat.list_volumes("main.ml")]
+    made = cat.create_volume("main.ml.good", "s3://lake/raw/good", storage_options={"endpoint_url": "http://h:1"})
+    assert made.name == "good"
+
+
 def test_a_credential_without_options_holds_none(cat: LocalCatalog) -> None:
     assert cat.create_storage_credential("env").option_names == ()
     assert cat.storage_credential_options("env") == {}

@@ -59,6 +59,7 @@ __all__ = [
     "ExternalStorage",
     "ExternalTableStorage",
     "ReservedStorage",
+    "check_store_options_of",
 ]
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # uc_jupyter/
@@ -126,7 +127,7 @@ class ExternalStorage(Metastore):
         """
         stored = flat_name(SecurableKind.STORAGE_CREDENTIAL, name)
         options = check_options(storage_options, f"credential {stored}")
-        _check_store_options(options, f"storage credential {stored}")
+        check_store_options_of(options, f"storage credential {stored}")
         with self._transaction(write=True) as conn:
             self._require_flat(conn, SecurableKind.METASTORE, METASTORE, Privilege.CREATE_STORAGE_CREDENTIAL)
             if self._flat_row(conn, SecurableKind.STORAGE_CREDENTIAL, stored) is not None:
@@ -234,7 +235,8 @@ class ExternalStorage(Metastore):
             self._ensure_not_reserved(resolved)
             if credential_name is not None:  # the credential's options, now for this URL's store
                 options = self._secrets.get("credential", credential_name)
-                _check_store_options(options, f"external location {stored} with credential {credential_name}", resolved)
+                what = f"external location {stored} with credential {credential_name}"
+                check_store_options_of(options, what, resolved)
             conn.execute(
                 "INSERT INTO external_locations (name, url, credential, owner, comment, created_at, id, created_by)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -470,9 +472,15 @@ def _resolved(location: str) -> str:
         return location
 
 
-def _check_store_options(options: dict[str, Any], what: str, url: str | None = None) -> None:
+def check_store_options_of(options: dict[str, Any], what: str, url: str | None = None) -> None:
     """Options the store (of ``url``, or any store) would refuse when first read, refused now, in one
-    line naming ``what`` (never the values: they may be secrets)."""
+    line naming ``what`` (a credential, a location, a volume; never the values: they may be secrets).
+
+    Example:
+        >>> check_store_options_of({"kee": "AKIA"}, "volume main.ml.raw", "s3://b/raw")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ValueError: volume main.ml.raw: ...kee...
+    """
     from uc_jupyter.storage.stores import check_store_options  # obstore's option rules, not imported before
 
     try:

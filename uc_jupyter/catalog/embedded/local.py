@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from uc_jupyter.catalog.embedded.entry_locks import EntryLocks
-from uc_jupyter.catalog.embedded.external import STORAGE_SCHEMA_SQL
+from uc_jupyter.catalog.embedded.external import STORAGE_SCHEMA_SQL, check_store_options_of
 from uc_jupyter.catalog.embedded.grants import Grants
 from uc_jupyter.catalog.embedded.killed_writes import TABLE_WRITES_SQL
 from uc_jupyter.catalog.embedded.listing import Listing
@@ -300,6 +300,8 @@ class LocalCatalog(Staging, Updates, Listing, Grants):
         schema = cast(SecurableName, parsed.parent)
         options = check_options(storage_options, f"volume {parsed}")
         external = None if storage_location is None else st.resolve_location(storage_location)
+        if options and external is not None:  # refused now, as a credential's, not when first read
+            check_store_options_of(options, f"volume {parsed}", external)
         with self._locks.hold([key(parsed)], what=f"volume {parsed}"):
 
             def checks(conn: sqlite3.Connection) -> None:
