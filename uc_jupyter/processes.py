@@ -94,21 +94,40 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def unreachable(host: str, port: int, timeout: float) -> str | None:
-    """None when something at ``host:port`` accepts a TCP connection within ``timeout`` seconds,
-    else why not, in a few lower-case words for a one-line error.
+def unreachable(host: str, port: int, timeout: float, *, tls: bool = False) -> str | None:
+    """None when something at ``host:port`` accepts a TCP connection within ``timeout`` seconds (and,
+    with ``tls``, completes a TLS handshake a client that verifies certificates with the system's
+    roots accepts), else why not, in a few lower-case words for a one-line error. The one probe of
+    every endpoint we report on: a Spark Connect server, an object store.
 
     Example:
-        >>> unreachable("127.0.0.1", free_port(), 1.0)
-        'connection refused'
+        >>> unreachable("127.0.0.1", free_port(), 1.0), unreachable("no-such-host.invalid", 80, 1.0)
+        ('connection refused', 'the name no-such-host.invalid does not resolve')
     """
+    name = host.strip("[]")
     try:
-        with socket.create_connection((host.strip("[]"), port), timeout=timeout):
-            return None
+        connection = socket.create_connection((name, port), timeout=timeout)
     except TimeoutError:
         return f"no answer within {timeout:g} s"
+    except socket.gaierror:
+        return f"the name {name} does not resolve"
     except OSError as exc:
         return (exc.strerror or type(exc).__name__).lower()
+    with connection:
+        return _tls_refused(connection, name) if tls else None
+
+
+def _tls_refused(connection: socket.socket, host: str) -> str | None:
+    """What a TLS handshake over ``connection`` says (None when it succeeds)."""
+    import ssl
+
+    try:
+        with ssl.create_default_context().wrap_socket(connection, server_hostname=host):
+            return None
+    except ssl.SSLCertVerificationError as refused:
+        return f"its TLS certificate is not trusted ({refused.verify_message})"
+    except (ssl.SSLError, OSError) as failed:
+        return f"the TLS handshake failed ({getattr(failed, 'reason', None) or failed})"
 
 
 def client_connections(port: int, proc_net: Path = Path("/proc/net")) -> int | None:

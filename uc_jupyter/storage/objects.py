@@ -27,13 +27,13 @@ import os
 import pickle
 import re
 import signal
-import socket
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
 
 from uc_jupyter.errors import NotFound, UcJupyterWarning
+from uc_jupyter.processes import unreachable
 from uc_jupyter.storage.config import StoreArgs
 from uc_jupyter.storage.credentials import provider_for, source_of
 from uc_jupyter.storage.downloads import Downloads
@@ -314,32 +314,13 @@ def _unreachable(error: BaseException) -> str:
         return ""
     scheme, host, port = found.group(1), found.group(2), found.group(3)
     endpoint = f"{scheme}://{host}{f':{port}' if port else ''}"
-    try:
-        connection = socket.create_connection((host, int(port or (443 if scheme == "https" else 80))), timeout=2.0)
-    except ConnectionRefusedError:
+    https = scheme == "https"
+    reason = unreachable(host, int(port or (443 if https else 80)), 2.0, tls=https)
+    if reason is None:
+        return ""
+    if reason == "connection refused":
         return f"{endpoint} refused the connection (nothing listens there)"
-    except socket.gaierror:
-        return f"{endpoint}: the name {host} does not resolve"
-    except TimeoutError:
-        return f"{endpoint} did not answer within 2 s"
-    except OSError as failed:
-        return f"{endpoint}: {failed.strerror or type(failed).__name__}"
-    with connection:
-        return _tls_refused(connection, host, endpoint) if scheme == "https" else ""
-
-
-def _tls_refused(connection: socket.socket, host: str, endpoint: str) -> str:
-    """What a TLS handshake over ``connection`` says, in words ("" when it succeeds): with the
-    system's trusted roots, as a client that verifies certificates does."""
-    import ssl
-
-    try:
-        with ssl.create_default_context().wrap_socket(connection, server_hostname=host):
-            return ""
-    except ssl.SSLCertVerificationError as refused:
-        return f"{endpoint}: its TLS certificate is not trusted ({refused.verify_message})"
-    except (ssl.SSLError, OSError) as failed:
-        return f"{endpoint}: the TLS handshake failed ({getattr(failed, 'reason', None) or failed})"
+    return f"{endpoint}: {reason}"
 
 
 def _listing_error(where: str, exc: Exception) -> Exception:
