@@ -57,8 +57,9 @@ def row_count(table: DeltaTable) -> int | None:
         >>> row_count(open_delta("main.ml.iris"))   # doctest: +SKIP
         3000
     """
-    import numpy as np
     import pyarrow as pa
+
+    from uc_jupyter.tables.delta_source import keep_masks
 
     actions = pa.table(table.get_add_actions(flatten=True))
     if not actions.num_rows:
@@ -66,12 +67,7 @@ def row_count(table: DeltaTable) -> int | None:
     if "num_records" not in actions.column_names or actions.column("num_records").null_count:
         return None
     rows = int(pa.compute.sum(actions.column("num_records")).as_py())
-    if "deletionVectors" in set(table.protocol().reader_features or ()):
-        for batch in pa.RecordBatchReader.from_stream(table.deletion_vectors()):
-            for keep in batch.column("selection_vector"):
-                kept = np.asarray(keep.values.to_numpy(zero_copy_only=False), dtype=bool)
-                rows -= int(kept.size - kept.sum())
-    return rows
+    return rows - sum(int(mask.size - mask.sum()) for mask in keep_masks(table).values())
 
 
 def read_arrow(

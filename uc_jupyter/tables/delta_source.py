@@ -39,7 +39,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from uc_jupyter.storage.delta_snapshot import local_folder, open_snapshot
 
-__all__ = ["DeltaSource"]
+__all__ = ["DeltaSource", "keep_masks"]
 
 FORMAT = "uc_delta"
 
@@ -166,7 +166,7 @@ def _plan(table: Any, options: Mapping[str, str]) -> list[_Split]:
         return []
     if any("://" in path for path in actions.column("path").to_pylist()):
         return whole  # absolute file URIs (shallow clones): leave them to deltalake
-    keeps = _keep_masks(table)
+    keeps = keep_masks(table)
     files = _files(actions, root, keeps)
     if keeps:  # a deletion vector whose file is not in the snapshot we read: never skip one silently
         return whole
@@ -189,8 +189,9 @@ def _plain_files(table: Any) -> bool:
     return mapping in (None, "", "none")
 
 
-def _keep_masks(table: Any) -> dict[str, Any]:
-    """Keep masks (NumPy booleans) of the files with deletion vectors, by the file's full URI."""
+def keep_masks(table: Any) -> dict[str, Any]:
+    """Keep masks (NumPy booleans) of the files with deletion vectors, by the file's full URI (the
+    scan's pieces, and tables.delta.row_count, which counts the rows they delete)."""
     import numpy as np
 
     features = set(table.protocol().reader_features or ())
