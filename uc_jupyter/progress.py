@@ -161,7 +161,7 @@ def waiting(
         >>> lines
         ['starting ... 2 s', 'starting: done in 2 s']
     """
-    outer: Wait | None = getattr(_current, "wait", None)
+    outer = current_wait()
     if output is None and outer is not None:
         before = outer.label
         outer.label = label
@@ -192,7 +192,7 @@ def waiting(
         stop.set()
         if ticker is not None:
             ticker.join()
-        if getattr(_current, "wait", None) is wait:
+        if current_wait() is wait:
             _current.wait = None
         wait.finish(failed=failed)
 
