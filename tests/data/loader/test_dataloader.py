@@ -756,9 +756,11 @@ def test_every_path_stays_valid_until_the_loop_moves_past_its_batch(
     s3_volume: Volume, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """Over batch sizes, worker counts, prefetch factors, budgets and both ways of caching: files
-    go through a budget barely larger than what the loop can hold at once (the batch in hand, those
-    in flight, and what an idle worker still pins), over two passes of persistent workers, and each
-    path of a batch is read just before the loop asks for the next."""
+    go through the smallest budget a loader accepts (a batch in each worker and the loop's) or a
+    few files more, far less than every batch torch asks for, over two passes of persistent
+    workers, and each path of a batch is read just before the loop asks for the next. Workers that
+    waited on each other for room (as they did below ``(prefetch_factor * num_workers + 1) *
+    batch_size`` files) fail with the cache's CacheBudgetError instead of hanging."""
     path, folder = s3_volume()
     files = write_files(folder, 23, size=1000)  # not a multiple of most batch sizes: partial batches
 
@@ -771,13 +773,13 @@ def test_every_path_stays_valid_until_the_loop_moves_past_its_batch(
         keep=st.booleans(),
     )
     def check(batch_size: int, workers: int, prefetch_factor: int, slack: int, keep: bool) -> None:
-        held = (2 * prefetch_factor * workers + 1) * batch_size + workers if workers else batch_size
+        held = (workers + 1) * batch_size if workers else batch_size
         quick = QuickTime()
         cache = FileCache(
             tmp_path_factory.mktemp("cache"),
             max_bytes=(held + slack) * 1000,
             min_free_bytes=0,
-            wait_seconds=10**6,
+            wait_seconds=10**4,  # on the quick clock: about 20 s of real waiting
             clock=quick,
             sleep=quick.sleep,
         )
@@ -808,6 +810,22 @@ def test_a_budget_too_small_for_one_batch_is_an_error_at_once(s3_volume: Volume,
     dataset = UCVolumeDataset(path, cache="never", cache_dir=tmp_path / "cache", cache_max_bytes=2500, min_free_bytes=0)
     with pytest.raises(CacheBudgetError, match=r"2,500 bytes holds 2 of its files, but this loader needs room for 4"):
         DataLoader(dataset, batch_size=4, num_workers=0, collate_fn=list, mlflow=False)  # when it is made
+
+
+def test_a_batch_larger_than_a_workers_share_is_an_error_at_once(s3_volume: Volume, tmp_path: Path) -> None:
+    """The loader accepts a budget of six of the smallest files (a batch in each of 2 workers and the
+    loop's), but a batch of two large files passes a worker's half of it: one line naming the
+    numbers as the first pass starts, not a wait of the cache's wait_seconds."""
+    path, folder = s3_volume()
+    write_files(folder, 8, size=1000)
+    write_files(folder, 8, size=5000, prefix="large")
+    cache = FileCache(tmp_path / "cache", max_bytes=6000, min_free_bytes=0, wait_seconds=3600)
+    dataset = UCVolumeDataset(path, cache="never", cache_dir=cache)
+    loader = DataLoader(dataset, batch_size=2, num_workers=2, collate_fn=list, mlflow=False)
+    refused = r"a batch of 2 files needs \d{1,2},000 bytes, more than a worker's share"
+    with pytest.raises(CacheBudgetError, match=refused):
+        for _ in loader:
+            pass
 
 
 def test_paths_of_workers_that_do_not_persist_stay_valid_after_torch_ends_them(s3_volume: Volume, s3: Any) -> None:

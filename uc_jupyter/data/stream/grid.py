@@ -17,7 +17,7 @@ from typing import Any
 
 from uc_jupyter.data.stream.partition import Grid
 
-__all__ = ["current_grid", "current_rank", "every_rank", "stream_name"]
+__all__ = ["current_grid", "current_rank", "every_rank", "ranks_on_this_node", "stream_name"]
 
 
 def current_rank() -> tuple[int, int]:
@@ -38,6 +38,21 @@ def current_rank() -> tuple[int, int]:
     if not 0 <= values[0] < values[1]:
         raise RuntimeError(f"RANK={rank} must be in [0, WORLD_SIZE={world})")
     return values
+
+
+def ranks_on_this_node() -> int:
+    """How many training processes run on this machine (``LOCAL_WORLD_SIZE``, as torchrun and
+    uc_jupyter's launchers set it; 1 without it, or when it is not a positive integer): they share
+    its file cache.
+
+    Example:
+        >>> import os; os.environ.pop("LOCAL_WORLD_SIZE", None) and None; ranks_on_this_node()
+        1
+    """
+    try:
+        return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
 
 
 def current_grid() -> Grid:

@@ -75,6 +75,12 @@ class Consumer(Protocol):
         """How many streams feed the consumer at once (its DataLoader's workers; 1 when unknown)."""
 
     @property
+    def elsewhere(self) -> bool:
+        """True when the consumer runs in another process than its streams (DataLoader workers): a
+        stream may then wait for it to move on. In the same process it never could: the consumer
+        is the one waiting for the stream."""
+
+    @property
     def stages(self) -> StageTimes:
         """Where the stream's stages add the seconds they spent (taken per batch by the loader)."""
 
@@ -91,6 +97,7 @@ class _Unknown:
     batch_size = 0
     in_use = 0
     streams = 1
+    elsewhere = False
     stages = StageTimes()  # added to, never taken: no loader of ours reads this stream's batches
 
     def start(self) -> Callable[[], int]:
@@ -124,6 +131,7 @@ class Progress:
         held = (prefetch_factor or 0) * workers + 1 if workers else 2
         self.in_use = held * batch_size
         self.streams = max(workers, 1)
+        self.elsewhere = workers > 0
         # This process's stage times: a worker's own copy (unpickled or forked with the rest), or the
         # training process's when the streams run in it (num_workers=0).
         self.stages = StageTimes()
@@ -145,7 +153,9 @@ class Progress:
 
     def consumer(self, worker: int) -> Consumer:
         """The view of worker ``worker``'s stream (0 without workers)."""
-        return _Batches(self.counts, 1 + worker, self.batch_size, self.in_use, self.streams, self.stages)
+        return _Batches(
+            self.counts, 1 + worker, self.batch_size, self.in_use, self.streams, self.stages, self.elsewhere
+        )
 
 
 class _Batches:
@@ -154,10 +164,17 @@ class _Batches:
     exact = True
 
     def __init__(
-        self, counts: MutableSequence[int], slot: int, batch_size: int, in_use: int, streams: int, stages: StageTimes
+        self,
+        counts: MutableSequence[int],
+        slot: int,
+        batch_size: int,
+        in_use: int,
+        streams: int,
+        stages: StageTimes,
+        elsewhere: bool,
     ) -> None:
         self._counts, self._slot, self.batch_size = counts, slot, batch_size
-        self.in_use, self.streams, self.stages = in_use, streams, stages
+        self.in_use, self.streams, self.stages, self.elsewhere = in_use, streams, stages, elsewhere
 
     def start(self) -> Callable[[], int]:
         counts, slot, batch_size = self._counts, self._slot, self.batch_size

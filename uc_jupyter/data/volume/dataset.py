@@ -46,6 +46,7 @@ from uc_jupyter.data.volume.handed_out import Count, Held
 from uc_jupyter.data.volume.in_place import read_in_place
 from uc_jupyter.data.volume.listing import Listing, RemoteFile, file_filter, list_volume
 from uc_jupyter.data.volume.prefetch import Prefetcher
+from uc_jupyter.data.volume.share import stream_share
 from uc_jupyter.data.volume.window_files import ListingKeys, WantedFiles
 from uc_jupyter.storage import urls as st
 from uc_jupyter.storage.downloads import MAX_PREFETCH, Downloads, LazyDownloads
@@ -112,14 +113,15 @@ class UCVolumeDataset(PartitionedDataset):
     the budget has room, and under budget pressure only until the next item is asked for. The
     budget must hold the files in use at once. Without workers that is ``batch_size`` files, and
     a stream that cannot fit the files of its batch still in use plus the next one raises
-    :class:`~uc_jupyter.data.cache.CacheBudgetError` at once. With workers, the batches in flight
-    and what an idle worker still pins count too: ``(2 * prefetch_factor * num_workers + 1) *
-    batch_size + num_workers`` files always sufficed in the tests. A :class:`~uc_jupyter.data.DataLoader`
+    :class:`~uc_jupyter.data.cache.CacheBudgetError` at once. A :class:`~uc_jupyter.data.DataLoader`
     whose budget cannot hold a batch in each worker and the loop's (``batch_size * (num_workers +
     1)`` files, ``batch_size`` without workers) is refused when it is made
-    (:meth:`check_files_at_once`); between that and ``(prefetch_factor * num_workers + 1) *
-    batch_size`` the workers can still wait on each other until the cache gives up
-    (``CacheBudgetError`` after its ``wait_seconds``). With a transform each file is let go once its
+    (:meth:`check_files_at_once`). Above that, a budget smaller than every batch torch asks for
+    streams: each worker pins files only within its share of the budget (split evenly between the
+    workers of the ranks on this machine, :mod:`~uc_jupyter.data.volume.share`) and waits for the
+    loop to move past one of its batches when the share is full, so no worker takes the room of the
+    batch the loop waits for; a batch larger than a share is ``CacheBudgetError`` at once, naming
+    the numbers. Such a tight budget keeps nothing resident. With a transform each file is let go once its
     item is made, and files stream through one at a time whatever the budget.
 
     Local volumes: the dataset reads the regular files of the volume and never follows a symbolic
@@ -436,6 +438,7 @@ class UCVolumeDataset(PartitionedDataset):
             self._lingering = []
             # The consumer of this pass (the loader binds it while torch starts the stream).
             using = consumer.of(self)
+            listed = self._listing.total_bytes if self._listing is not None else None  # None: still arriving
             held = Held(cache, self.pin_window, using, hold=self.transform is None)
             fetch = Prefetcher(
                 cache,
@@ -447,6 +450,7 @@ class UCVolumeDataset(PartitionedDataset):
                 consumer=using,
                 relieve=held.relieve,
                 on_read=functools.partial(self._count_read, counters),
+                share=stream_share(cache.max_bytes, using, holds=self.transform is None, listed_bytes=listed),
             )
         except Exception as exc:
             return _fails(exc)

@@ -6,7 +6,9 @@ against the budget) until the loop has moved past the batch that holds it. A Dat
 each make a batch at once while the loop holds its own: a budget that cannot hold that many files
 (``batch_size x (num_workers + 1)``) let a worker whose batch comes later take the room of the batch
 the loop waits for, and the workers waited on each other until the cache gave up (``wait_seconds``,
-120 s by default). Such a budget is refused when the loader is made. Only a budget that even the
+120 s by default). Such a budget is refused when the loader is made; above it, each worker pins
+within its share of the budget (:mod:`~uc_jupyter.data.volume.share`), so the workers never wait on
+each other however many batches torch asks for. Only a budget that even the
 smallest of the files overflow is refused (their listed sizes; a budget that is the disk charges
 whole blocks, which is more); the advice names what holds the most the loader may hold (every
 batch torch asked for, ``batch_size x (num_workers x prefetch_factor + 1)``) of the largest files.

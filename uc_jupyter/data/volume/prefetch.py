@@ -54,6 +54,7 @@ from uc_jupyter.data.cache import CachedFile, FileCache, Ticket
 from uc_jupyter.data.stream.loop_progress import UNKNOWN, Consumer
 from uc_jupyter.data.volume.keeping import may_keep
 from uc_jupyter.data.volume.pace import Pace, budget_cap, depth_cap
+from uc_jupyter.data.volume.share import Share
 from uc_jupyter.storage.downloads import Download, Downloads, Job, Wanted
 from uc_jupyter.storage.errors import VolumeReadError
 
@@ -121,8 +122,10 @@ class Prefetcher:
         relieve: Callable[[int], int] = lambda size: 0,
         clock: Callable[[], float] = time.perf_counter,
         on_read: Callable[[float, float | None], None] = lambda seconds, answered: None,
+        share: int | None = None,
     ) -> None:
         self.cache, self.downloads = cache, downloads
+        self._consumer, self._share_bytes = consumer, share
         self._on_read = on_read
         self.group, self.keep = group, keep
         self._relieve_handed = relieve
@@ -151,6 +154,7 @@ class Prefetcher:
         self._unreserved.clear()
         self._hit_run = 0
         self._bound_by_budget(wanted)
+        share = self._share(wanted)
         self._yielded = 0
         position = 0
         refill_at = 0  # top up once the window is down to this many files
@@ -161,8 +165,11 @@ class Prefetcher:
                     self.pace.consumed(self._yielded)
                     self._yielded = 0
                     depth = self.pace.depth()
+                    end = min(len(wanted), position + max(depth, self._hit_run) - len(pending))
+                    if share is not None:
+                        end = self._within_share(share, pending, position, end)
                     try:
-                        position = self._position = self._top_up(pending, wanted, position, depth)
+                        position = self._position = self._top_up(pending, wanted, position, end)
                     except OSError as exc:  # the index could not be written: a full disk, say so
                         full = _disk_full_error(exc, wanted[position].where, self.cache.root)
                         if full is None:
@@ -224,10 +231,36 @@ class Prefetcher:
         room = self.cache.max_bytes * self.cache.headroom
         self.pace.most = budget_cap(room, streams=self._streams, mean_size=mean)
 
-    def _top_up(
-        self, pending: collections.deque[CachedFile | _Slot], wanted: Sequence[Wanted], position: int, depth: int
+    def _share(self, wanted: Sequence[Wanted]) -> Share | None:
+        """This pass's share of the budget (:mod:`~uc_jupyter.data.volume.share`), when it has one."""
+        if self._share_bytes is None:
+            return None
+        return Share(
+            wanted,
+            batch_size=self._consumer.batch_size,
+            share_bytes=self._share_bytes,
+            first_in_use=self._consumer.start(),
+            where=f"cache {self.cache.root}",
+        )
+
+    def _within_share(
+        self, share: Share, pending: collections.deque[CachedFile | _Slot], position: int, end: int
     ) -> int:
-        end = min(len(wanted), position + max(depth, self._hit_run) - len(pending))
+        """How far this top-up may reach within the stream's share of the budget; with nothing left
+        in the window, wait for the consumer to move past a batch first (letting go of what it is
+        done with meanwhile), since nothing else can give this stream room."""
+        allowed = share.end(position, end)
+        delay = 0.001
+        while allowed <= position and not pending:
+            self._relieve_handed(0)
+            time.sleep(delay)  # the loop, in another process, moves on in its own time
+            delay = min(2 * delay, 0.02)
+            allowed = share.end(position, end)
+        return allowed
+
+    def _top_up(
+        self, pending: collections.deque[CachedFile | _Slot], wanted: Sequence[Wanted], position: int, end: int
+    ) -> int:
         items = wanted[position:end]
         found = self.cache.lookup_many(items)
         missed = False
@@ -290,7 +323,12 @@ class Prefetcher:
             return True  # a consumer that says nothing: the cache's own headroom decides
         cache = self.cache
         mean = sum(s.wanted.size for s in needing) / len(needing)
-        window = (self._in_use + self._streams * self.pace.depth()) * mean
+        per_stream = self._in_use / self._streams + self.pace.depth()
+        if self._share_bytes is not None and self._share_bytes < per_stream * mean:
+            # The stream's share of the budget cannot hold what its consumer asks for: the shares take
+            # the whole budget, and a resident file would only stand in the way of a share's file.
+            return False
+        window = self._streams * per_stream * mean
         return may_keep(
             resident=cache.resident_bytes(), window=window, max_bytes=cache.max_bytes, headroom=cache.headroom
         )
