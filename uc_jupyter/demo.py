@@ -183,8 +183,8 @@ def _summary(cat: Catalog, *, reused: bool) -> DemoSummary:
 
     volume = cat.get_volume(VOLUME)
     labels = cat.resolve_volume_path(f"{volume.path}/labels.csv")
-    with labels.fs.open(labels.path, "rt") as handle:
-        entries = list(csv.DictReader(handle))
+    with labels.open() as raw:  # the file resolved, not whatever its path leads to now
+        entries = list(csv.DictReader(io.TextIOWrapper(raw, encoding="utf-8", newline="")))
     return DemoSummary(
         table=TABLE,
         table_rows=open_delta(TABLE, catalog=cat).count(),
@@ -238,7 +238,9 @@ def run_demo(catalog: Catalog | None = None, out: Any = None) -> int:
 
     with cat.as_principal(DENIED_PRINCIPAL):
         visible = cat.resolve_volume_path(f"{volume.path}/labels.csv")
-        say(f"as {DENIED_PRINCIPAL}: reads {visible.volume_path} ({visible.fs.size(visible.path)} bytes)")
+        with visible.open() as handle:
+            size = handle.seek(0, io.SEEK_END)
+        say(f"as {DENIED_PRINCIPAL}: reads {visible.volume_path} ({size} bytes)")
         try:
             read_arrow(TABLE, catalog=cat)
         except PermissionDenied as denied:

@@ -65,7 +65,10 @@ class ResolvedFolder(Protocol):
     def volume(self) -> _Volume: ...
 
 
-__all__ = ["LocalVolume"]
+__all__ = ["RELIST", "LocalVolume"]
+
+# What a dataset's reader is told to do when a file is no longer what its listing saw.
+RELIST = "make the dataset again to list the folder again"
 
 _SYMLINK_ERRORS = (errno.ELOOP, errno.ENOTDIR)  # what O_NOFOLLOW and O_DIRECTORY give on a symlink
 
@@ -73,13 +76,15 @@ _SYMLINK_ERRORS = (errno.ELOOP, errno.ENOTDIR)  # what O_NOFOLLOW and O_DIRECTOR
 class LocalVolume:
     """The dataset folder ``folder`` of the volume whose storage root is ``root`` (a local path).
 
-    ``where`` is the folder's ``/Volumes`` path, for messages. Paths given to the methods are
-    relative to the dataset's folder and come from :meth:`entries` (no ``.`` or ``..`` parts).
-    Picklable: the descriptor stays behind and the receiving process opens its own.
+    ``where`` is the folder's ``/Volumes`` path, for messages; ``again``, what its errors tell the
+    reader to do once the file is not what was listed or resolved (a dataset lists its folder again).
+    Paths given to the methods are relative to the dataset's folder and come from :meth:`entries`
+    or a catalog's resolve (no ``.`` or ``..`` parts). Picklable: the descriptor stays behind and the
+    receiving process opens its own.
     """
 
-    def __init__(self, root: str, folder: str, where: str) -> None:
-        self.root, self.folder, self.where = root, folder, where
+    def __init__(self, root: str, folder: str, where: str, *, again: str = RELIST) -> None:
+        self.root, self.folder, self.where, self.again = root, folder, where, again
         self._prefix = f"{folder}/" if folder else ""
         self._fd = -1
         self._lock = threading.Lock()
@@ -105,10 +110,10 @@ class LocalVolume:
         return f"{self.root.rstrip('/')}/{self.folder}" if self.folder else self.root
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"root": self.root, "folder": self.folder, "where": self.where}
+        return {"root": self.root, "folder": self.folder, "where": self.where, "again": self.again}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.root, self.folder, self.where = state["root"], state["folder"], state["where"]
+        self.root, self.folder, self.where, self.again = state["root"], state["folder"], state["where"], state["again"]
         self._prefix = f"{self.folder}/" if self.folder else ""
         self._fd = -1
         self._lock = threading.Lock()
@@ -288,9 +293,9 @@ class LocalVolume:
         where = f"{self.where}/{relative}"
         path = self._prefix + relative
         kind, at = self._diagnose(path)
-        again = "make the dataset again to list the folder again"
+        again = self.again
         if kind == "symlink":
-            return _symlink_now(where, self._volumes_path_of(at))
+            return _symlink_now(where, self._volumes_path_of(at), again)
         if kind == "missing" or exc.errno == errno.ENOENT:
             return VolumeReadError(f"cannot read {where}: it no longer exists; {again}")
         if kind in ("file", "other") and at != path:
@@ -302,17 +307,15 @@ class LocalVolume:
     def _changed(self, relative: str, info: os.stat_result, size: int) -> VolumeReadError:
         where = f"{self.where}/{relative}"
         if stat.S_ISLNK(info.st_mode):
-            return _symlink_now(where, where)
+            return _symlink_now(where, where, self.again)
         if not stat.S_ISREG(info.st_mode):
             return VolumeReadError(
-                f"cannot read {where}: it is not a regular file now (datasets read regular files only); "
-                "make the dataset again to list the folder again"
+                f"cannot read {where}: it is not a regular file now (only regular files are read); {self.again}"
             )
         return changed_since_listing(where, size, info.st_size)
 
 
-def _symlink_now(where: str, link: str) -> VolumeReadError:
+def _symlink_now(where: str, link: str, again: str) -> VolumeReadError:
     return VolumeReadError(
-        f"cannot read {where}: {link} is a symbolic link now (datasets do not follow symlinks inside a volume); "
-        "make the dataset again to list the folder again"
+        f"cannot read {where}: {link} is a symbolic link now (no read follows a symlink inside a volume); {again}"
     )
