@@ -207,22 +207,26 @@ class LocalVolume:
     def check(self, relative: str, size: int) -> None:
         """Raise :class:`VolumeReadError` unless ``relative`` is, right now, a regular file of
         ``size`` bytes reached without a symlink."""
+        info = self.lstat(relative)
+        if not stat.S_ISREG(info.st_mode) or info.st_size != size:
+            raise self._changed(relative, info, size)
+
+    def lstat(self, relative: str) -> os.stat_result:
+        """What ``relative`` is right now (a symlink's own state, not its target's), reached
+        through real folders only (:class:`VolumeReadError` when one on the way is a symlink or gone)."""
         root = self._fd if self._fd >= 0 else self._root_fd()
         path = self._prefix + relative
         cut = path.rfind("/")
         try:
             if cut < 0:
-                info = os.stat(path, dir_fd=root, follow_symlinks=False)
-            else:
-                fd = descend(root, path[:cut].split("/"), WALKED)
-                try:
-                    info = os.stat(path[cut + 1 :], dir_fd=fd, follow_symlinks=False)
-                finally:
-                    os.close(fd)
+                return os.stat(path, dir_fd=root, follow_symlinks=False)
+            fd = descend(root, path[:cut].split("/"), WALKED)
+            try:
+                return os.stat(path[cut + 1 :], dir_fd=fd, follow_symlinks=False)
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise self._unreadable(relative, exc) from None
-        if not stat.S_ISREG(info.st_mode) or info.st_size != size:
-            raise self._changed(relative, info, size)
 
     def open(self, relative: str, size: int | None) -> int:
         """A descriptor (the caller closes it) of ``relative``, checked as :meth:`check` does (the
@@ -250,6 +254,10 @@ class LocalVolume:
             os.close(fd)
             raise
         return fd
+
+    def refused(self, relative: str, info: os.stat_result) -> VolumeReadError:
+        """The one-line error for ``relative``, found to be ``info`` (a symlink, a FIFO): not read."""
+        return self._changed(relative, info, info.st_size)
 
     # ---------------------------------------------------------------- internals
     def _root_fd(self) -> int:
