@@ -219,14 +219,15 @@ def run_demo(catalog: Catalog | None = None, out: Any = None) -> int:
     say(f"  numpy   features {features.shape} {features.dtype}, labels {labels.shape} {labels.dtype}")
 
     volume = cat.get_volume(VOLUME)
-    root = cat.resolve_volume_path(volume.path)
-    files = root.fs.find(root.path, detail=True)
+    from uc_jupyter.data.volume.listing import list_volume
+
+    # Listed as the datasets list it: a local volume walked from its root, no symlink followed.
+    files = list_volume(cat.resolve_volume_path(volume.path), recursive=True).files
     per_class: dict[str, int] = {}
-    for path in files:
-        relative = path[len(root.path.rstrip("/")) + 1 :]
-        if "/" in relative:
-            per_class[relative.split("/", 1)[0]] = per_class.get(relative.split("/", 1)[0], 0) + 1
-    total = sum(int(info.get("size") or 0) for info in files.values())
+    for file in files:
+        if "/" in file.relative:
+            per_class[file.relative.split("/", 1)[0]] = per_class.get(file.relative.split("/", 1)[0], 0) + 1
+    total = sum(file.size for file in files)
     say(
         f"volume {volume.path}: {len(files)} files, {total / 1e6:.1f} MB; "
         + ", ".join(f"{k} {v}" for k, v in sorted(per_class.items()))
