@@ -2,6 +2,9 @@
 
 One rule wherever a dataset touches a local volume: **a dataset reads the regular files of a volume
 and never follows a symbolic link inside it**, whether the link points outside the volume or not.
+Every other read of a local volume's file goes through here too: ``ResolvedVolumePath.open()``, the
+completer's listing, and Hugging Face's reads for ``load_hf_dataset``
+(:mod:`~uc_jupyter.storage.local_volume_fs`); each passes the remedy its errors give (``again``).
 
 - The dataset's folder is reached from the volume's root through real folders only; a symlink on
   the way is refused (:class:`~uc_jupyter.catalog.embedded.local.EscapesVolume`, one line naming it).
