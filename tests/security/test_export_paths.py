@@ -150,18 +150,26 @@ def swap(prefix: Path, part: Path, what: str, outside: Path, kept: Path) -> None
     moved.symlink_to(outside / part.name if what == "file" else outside, target_is_directory=what != "file")
 
 
+MOMENTS = {  # when the swap lands: (what is wrapped to land it, streamed)
+    "before-hugging-face-looks": ("datasets.load_dataset", False),
+    "before-its-cache-copy": ("datasets.utils.file_utils.fsspec_get", False),
+    "before-the-stream-reads": ("datasets.load_dataset, after it returns", True),
+}
+
+
 @pytest.mark.parametrize("what", ["file", "prefix"])
-@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("moment", MOMENTS)
 def test_an_export_swapped_for_a_symlink_after_the_listing_is_never_read_by_hugging_face(
     catalog: LocalCatalog,
     local_volume: VolumeMaker,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    streaming: bool,
+    moment: str,
     what: str,
 ) -> None:
-    """The swap lands between the listing's check and Hugging Face's read: just before it copies the
-    file into its cache, or once a streamed dataset is made and before its first row is read."""
+    """The swap lands between the listing's check and Hugging Face's read: before it looks at the
+    files, just before it copies one into its cache, or once a streamed dataset is made and before
+    its first row is read. Each time the one line names the symlink, and no row comes back."""
     import datasets
     import datasets.utils.file_utils as hf_files
 
@@ -174,27 +182,34 @@ def test_an_export_swapped_for_a_symlink_after_the_listing_is_never_read_by_hugg
     same_size_elsewhere(part, outside)
     copy, load = hf_files.fsspec_get, datasets.load_dataset
 
-    def swap_then_copy(*args: object, **kwargs: object) -> object:
+    def attack() -> None:
         swap(prefix, part, what, outside, tmp_path / "kept")
+
+    def swap_then_load(*args: object, **kwargs: object) -> object:
+        attack()
+        return load(*args, **kwargs)
+
+    def swap_then_copy(*args: object, **kwargs: object) -> object:
+        attack()
         return copy(*args, **kwargs)
 
     def load_then_swap(*args: object, **kwargs: object) -> object:
         loaded = load(*args, **kwargs)
-        swap(prefix, part, what, outside, tmp_path / "kept")
+        attack()
         return loaded
 
-    if streaming:
-        monkeypatch.setattr(datasets, "load_dataset", load_then_swap)
-    else:
+    if moment == "before-its-cache-copy":
         monkeypatch.setattr(hf_files, "fsspec_get", swap_then_copy)
+    else:
+        monkeypatch.setattr(datasets, "load_dataset", load_then_swap if MOMENTS[moment][1] else swap_then_load)
     with pytest.raises(VolumeReadError) as refused:  # no row comes back: the outside file's never do
-        [row["id"] for row in load_hf_dataset(f"{path}/t", streaming=streaming)]
+        [row["id"] for row in load_hf_dataset(f"{path}/t", streaming=MOMENTS[moment][1])]
     link = f"{path}/t/{manifest.prefix}" + ("/part-00000.parquet" if what == "file" else "")
     assert str(refused.value) == (
         f"cannot read {path}/t/{manifest.prefix}/part-00000.parquet: {link} is a symbolic link now "
         "(no read follows a symlink inside a volume); load it again to list the folder again"
     )
-    assert os.path.islink(folder / "t" / manifest.prefix / ("part-00000.parquet" if what == "file" else ""))
+    assert (part if what == "file" else prefix).is_symlink()  # the swap happened
 
 
 @pytest.mark.parametrize("inside", [True, False])

@@ -49,7 +49,8 @@ def test_files_read_look_and_list_as_fsspec_says(root: VolumeRoot) -> None:
 
 def test_a_symlink_is_refused_in_one_line_never_followed(root: VolumeRoot) -> None:
     fs = filesystem(root)
-    for look in (fs.info, fs.cat_file):
+    assert not fs.exists(url_of(root, "t/missing.bin"))  # absent is absent; a symlink is refused, not absent
+    for look in (fs.info, fs.exists, fs.cat_file):
         with pytest.raises(VolumeReadError) as refused:
             look(url_of(root, "t/link.bin"))
         assert str(refused.value) == (

@@ -37,6 +37,7 @@ import fsspec
 from fsspec.spec import AbstractFileSystem
 
 from uc_jupyter.errors import NotFound
+from uc_jupyter.storage.errors import VolumeReadError
 from uc_jupyter.storage.local_volume import LocalVolume
 from uc_jupyter.storage.locations import local_path_below
 
@@ -94,6 +95,21 @@ class LocalVolumeFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec
         # its Arrow cache by it, so a file replaced since is read again, never served from the cache.
         tag = f'"{found.st_ino:x}-{found.st_mtime_ns:x}-{found.st_size:x}"'
         return {"name": name, "type": "file", "size": found.st_size, "mtime": found.st_mtime, "ETag": tag}
+
+    def exists(self, path: str, **kwargs: Any) -> bool:
+        """Whether ``path`` is there; a symlink (or one on its way) is refused in one line rather than
+        called absent: Hugging Face asks before it reads, and "Unable to find" would not say why."""
+        try:
+            self.info(path)
+        except FileNotFoundError:
+            return False
+        except VolumeReadError:
+            # Only which error to show is decided by this second look (racy by nature); what is
+            # read is always reached by the walk.
+            if not os.path.lexists(self._strip_protocol(path)):
+                return False
+            raise
+        return True
 
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         relative = self._relative(path)
