@@ -183,8 +183,8 @@ def _summary(cat: Catalog, *, reused: bool) -> DemoSummary:
 
     volume = cat.get_volume(VOLUME)
     labels = cat.resolve_volume_path(f"{volume.path}/labels.csv")
-    with labels.fs.open(labels.path, "rt") as handle:
-        entries = list(csv.DictReader(handle))
+    with labels.open() as raw:  # the file resolved, not whatever its path leads to now
+        entries = list(csv.DictReader(io.TextIOWrapper(raw, encoding="utf-8", newline="")))
     return DemoSummary(
         table=TABLE,
         table_rows=open_delta(TABLE, catalog=cat).count(),
@@ -219,14 +219,15 @@ def run_demo(catalog: Catalog | None = None, out: Any = None) -> int:
     say(f"  numpy   features {features.shape} {features.dtype}, labels {labels.shape} {labels.dtype}")
 
     volume = cat.get_volume(VOLUME)
-    root = cat.resolve_volume_path(volume.path)
-    files = root.fs.find(root.path, detail=True)
+    from uc_jupyter.data.volume.listing import list_volume
+
+    # Listed as the datasets list it: a local volume walked from its root, no symlink followed.
+    files = list_volume(cat.resolve_volume_path(volume.path), recursive=True).files
     per_class: dict[str, int] = {}
-    for path in files:
-        relative = path[len(root.path.rstrip("/")) + 1 :]
-        if "/" in relative:
-            per_class[relative.split("/", 1)[0]] = per_class.get(relative.split("/", 1)[0], 0) + 1
-    total = sum(int(info.get("size") or 0) for info in files.values())
+    for file in files:
+        if "/" in file.relative:
+            per_class[file.relative.split("/", 1)[0]] = per_class.get(file.relative.split("/", 1)[0], 0) + 1
+    total = sum(file.size for file in files)
     say(
         f"volume {volume.path}: {len(files)} files, {total / 1e6:.1f} MB; "
         + ", ".join(f"{k} {v}" for k, v in sorted(per_class.items()))
@@ -238,7 +239,9 @@ def run_demo(catalog: Catalog | None = None, out: Any = None) -> int:
 
     with cat.as_principal(DENIED_PRINCIPAL):
         visible = cat.resolve_volume_path(f"{volume.path}/labels.csv")
-        say(f"as {DENIED_PRINCIPAL}: reads {visible.volume_path} ({visible.fs.size(visible.path)} bytes)")
+        with visible.open() as handle:
+            size = handle.seek(0, io.SEEK_END)
+        say(f"as {DENIED_PRINCIPAL}: reads {visible.volume_path} ({size} bytes)")
         try:
             read_arrow(TABLE, catalog=cat)
         except PermissionDenied as denied:

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.jupyter.completer import complete_line
@@ -140,3 +143,25 @@ def test_the_value_of_an_option_after_the_source_still_completes_a_volume_path(c
     # --resume /Volumes/.../RUN: a word after an option is its value, not a second source.
     line = "%uc_load /Volumes/main/ml/docs --resume /Volumes/main/ml/d"
     assert complete(line, catalog) == ["/Volumes/main/ml/docs/"]
+
+
+def test_a_folder_swapped_for_a_symlink_after_the_resolve_checked_it_is_not_listed(
+    catalog: LocalCatalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The swap lands at the worst moment: right after the resolve looked at the folder's real path."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not in any volume")
+    cats = docs_folder(catalog) / "cats"
+    realpath = os.path.realpath
+
+    def looked_then_swapped(path: str, *args: Any, **kwargs: Any) -> str:
+        found = realpath(path, *args, **kwargs)
+        if os.fspath(path) == str(cats) and not cats.is_symlink():
+            cats.rename(tmp_path / "moved")
+            cats.symlink_to(outside, target_is_directory=True)
+        return found
+
+    monkeypatch.setattr(os.path, "realpath", looked_then_swapped)
+    assert complete("%uc_load /Volumes/main/ml/docs/cats/", catalog) == []
+    assert cats.is_symlink()  # the swap happened, after the check

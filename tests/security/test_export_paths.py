@@ -16,12 +16,14 @@ import pytest
 from uc_jupyter.catalog.embedded.local import EscapesVolume, LocalCatalog
 from uc_jupyter.data import UCVolumeDataset
 from uc_jupyter.data.volume.committed import ExportIncomplete
+from uc_jupyter.storage.errors import VolumeReadError
 from uc_jupyter.storage.export_manifest import MANIFEST, ExportFile, Manifest, ManifestError, new_export_id
 from uc_jupyter.tables import export_table, load_hf_dataset
 from uc_jupyter.testing.catalogs import external_location
 from uc_jupyter.testing.s3_server import S3TestServer
 
 VolumeMaker = Callable[..., tuple[str, Path]]
+OUTSIDE_IDS = [0, 2, 4, 6, 8]  # another file's rows, in a Parquet file as large as write_export's
 
 
 @pytest.fixture
@@ -131,6 +133,83 @@ def test_symlinks_swapped_into_a_local_export_folder_are_never_followed(
     (folder / "t" / MANIFEST).symlink_to(outside / MANIFEST)
     with pytest.raises(ValueError, match="holds no files to read"):
         UCVolumeDataset(f"{path}/t")
+
+
+def same_size_elsewhere(part: Path, outside: Path) -> Path:
+    """A Parquet file of ``part``'s size, with other rows, in the folder ``outside``."""
+    other = outside / part.name
+    pq.write_table(pa.table({"id": OUTSIDE_IDS}), other)
+    assert other.stat().st_size == part.stat().st_size
+    return other
+
+
+def swap(prefix: Path, part: Path, what: str, outside: Path, kept: Path) -> None:
+    """The attacker's move: the export's file, or its whole prefix, swapped for a symlink out of the volume."""
+    moved = part if what == "file" else prefix
+    moved.rename(kept)
+    moved.symlink_to(outside / part.name if what == "file" else outside, target_is_directory=what != "file")
+
+
+MOMENTS = {  # when the swap lands: (what is wrapped to land it, streamed)
+    "before-hugging-face-looks": ("datasets.load_dataset", False),
+    "before-its-cache-copy": ("datasets.utils.file_utils.fsspec_get", False),
+    "before-the-stream-reads": ("datasets.load_dataset, after it returns", True),
+}
+
+
+@pytest.mark.parametrize("what", ["file", "prefix"])
+@pytest.mark.parametrize("moment", MOMENTS)
+def test_an_export_swapped_for_a_symlink_after_the_listing_is_never_read_by_hugging_face(
+    catalog: LocalCatalog,
+    local_volume: VolumeMaker,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    moment: str,
+    what: str,
+) -> None:
+    """The swap lands between the listing's check and Hugging Face's read: before it looks at the
+    files, just before it copies one into its cache, or once a streamed dataset is made and before
+    its first row is read. Each time the one line names the symlink, and no row comes back."""
+    import datasets
+    import datasets.utils.file_utils as hf_files
+
+    path, folder = local_volume("exports")
+    manifest = write_export(folder / "t")
+    prefix = folder / "t" / manifest.prefix
+    part = prefix / "part-00000.parquet"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    same_size_elsewhere(part, outside)
+    copy, load = hf_files.fsspec_get, datasets.load_dataset
+
+    def attack() -> None:
+        swap(prefix, part, what, outside, tmp_path / "kept")
+
+    def swap_then_load(*args: object, **kwargs: object) -> object:
+        attack()
+        return load(*args, **kwargs)
+
+    def swap_then_copy(*args: object, **kwargs: object) -> object:
+        attack()
+        return copy(*args, **kwargs)
+
+    def load_then_swap(*args: object, **kwargs: object) -> object:
+        loaded = load(*args, **kwargs)
+        attack()
+        return loaded
+
+    if moment == "before-its-cache-copy":
+        monkeypatch.setattr(hf_files, "fsspec_get", swap_then_copy)
+    else:
+        monkeypatch.setattr(datasets, "load_dataset", load_then_swap if MOMENTS[moment][1] else swap_then_load)
+    with pytest.raises(VolumeReadError) as refused:  # no row comes back: the outside file's never do
+        [row["id"] for row in load_hf_dataset(f"{path}/t", streaming=MOMENTS[moment][1])]
+    link = f"{path}/t/{manifest.prefix}" + ("/part-00000.parquet" if what == "file" else "")
+    assert str(refused.value) == (
+        f"cannot read {path}/t/{manifest.prefix}/part-00000.parquet: {link} is a symbolic link now "
+        "(no read follows a symlink inside a volume); load it again to list the folder again"
+    )
+    assert (part if what == "file" else prefix).is_symlink()  # the swap happened
 
 
 @pytest.mark.parametrize("inside", [True, False])

@@ -171,6 +171,20 @@ def test_a_decoder_never_reads_a_file_swapped_after_the_listing(volume: tuple[st
         next(stream)
 
 
+def test_a_path_resolved_then_swapped_for_a_symlink_is_never_read_outside(
+    catalog: LocalCatalog, volume: tuple[str, Path], outside: Path
+) -> None:
+    """Issue 29's attempt: resolve_volume_path checked a.txt, then a.txt became a symlink to a file of
+    the same size outside. What the resolved path teaches to read with, open(), refuses it."""
+    path, folder = volume
+    resolved = catalog.resolve_volume_path(f"{path}/a.txt")
+    swap_for_symlink(folder / "a.txt", outside / "a.txt")
+    with pytest.raises(VolumeReadError) as caught:
+        resolved.open()
+    assert str(caught.value).startswith(f"cannot read {path}/a.txt: {path}/a.txt is a symbolic link now")
+    assert "\n" not in str(caught.value) and b"OUTSIDE" not in str(caught.value).encode()
+
+
 @pytest.mark.parametrize("cache", CACHE_MODES)
 def test_a_folder_swapped_for_a_symlink_after_the_listing_is_refused(
     volume: tuple[str, Path], outside: Path, cache: str

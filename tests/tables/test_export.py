@@ -226,3 +226,35 @@ def test_the_next_export_removes_what_a_killed_export_left(
     assert len(list(folder.glob(".uc-export-*"))) == 1  # the killed export's prefix is gone, not only emptied
     assert os.listdir(staging) == []
     assert rows_of(load_hf_dataset("/Volumes/main/ml/exports/points")) == EXPECTED
+
+
+def test_a_streamed_local_folder_is_read_in_spawned_dataloader_workers(catalog: LocalCatalog) -> None:
+    """Hugging Face's stream opens its files in the workers: there, through the walk from the volume's
+    root too (the protocol's options import it in a spawned worker as they are unpickled)."""
+    import pyarrow.parquet as pq
+    import torch.utils.data
+
+    catalog.create_volume("main.ml.exports")
+    folder = volume_folder(catalog, "main.ml.exports") / "points"
+    folder.mkdir()
+    for part in range(2):
+        pq.write_table(pa.table({"id": list(range(part * 5, part * 5 + 5))}), folder / f"part-{part}.parquet")
+    streamed = load_hf_dataset("/Volumes/main/ml/exports/points", streaming=True)
+    loader = torch.utils.data.DataLoader(streamed, batch_size=None, num_workers=1, multiprocessing_context="spawn")
+    assert sorted(int(row["id"]) for row in loader) == list(range(10))
+
+
+def test_hugging_faces_offline_mode_refuses_a_local_load_in_one_line_unless_streamed(
+    catalog: LocalCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import datasets.config
+    import pyarrow.parquet as pq
+
+    catalog.create_volume("main.ml.exports")
+    folder = volume_folder(catalog, "main.ml.exports") / "points"
+    folder.mkdir()
+    pq.write_table(pa.table({"id": [1, 2]}), folder / "part-0.parquet")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    with pytest.raises(OSError, match=r"^cannot load /Volumes/main/ml/exports/points: Hugging Face's offline mode"):
+        load_hf_dataset("/Volumes/main/ml/exports/points")
+    assert [row["id"] for row in load_hf_dataset("/Volumes/main/ml/exports/points", streaming=True)] == [1, 2]

@@ -16,10 +16,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal, Protocol, runtime_checkable
 
 from uc_jupyter.catalog.rules.names import InvalidName, SecurableName, VolumePath, parse_volume_path
 from uc_jupyter.catalog.rules.privileges import Privilege, SecurableKind
@@ -304,9 +305,14 @@ class ResolvedVolumePath:
     filesystem ``fs`` (made on first use: gs:// and Azure volumes are read through object_store, and
     need no gcsfs or adlfs unless ``fs`` is asked for).
 
+    Read the file with :meth:`open`, never ``fs.open(path)``: on a local volume the path was checked
+    when it was resolved, and a symlink swapped in since would lead ``fs.open`` out of the volume,
+    where :meth:`open` refuses it.
+
     Example:
         >>> r = get_catalog().resolve_volume_path("/Volumes/main/ml/images/labels.csv")  # doctest: +SKIP
-        >>> r.fs.open(r.path).read(10)                                                   # doctest: +SKIP
+        >>> with r.open() as f:                                                         # doctest: +SKIP
+        ...     f.read(10)
     """
 
     volume_path: str
@@ -329,14 +335,39 @@ class ResolvedVolumePath:
         """The path below the volume's root (``""`` for the root itself)."""
         return parse_volume_path(self.volume_path).relative
 
+    def open(self) -> BinaryIO:
+        """The file resolved, open for reading (binary; close it, or use ``with``).
+
+        On a local (``file://``) volume the file is reached from the volume's root one folder at a
+        time, following no symbolic link (:mod:`uc_jupyter.storage.nofollow`), and must be a regular
+        file: a symlink swapped in for it, or for a folder above it, after the resolve is refused in
+        one line instead of followed out of the volume, and the bytes read are those of the file
+        opened, whatever is put at its path afterwards. Other volumes are opened through :attr:`fs`.
+
+        Raises:
+            VolumeReadError: (local) the file is gone, or a symlink or not a regular file now.
+            IsADirectoryError: the path is the volume itself.
+        """
+        relative = self.relative
+        if not relative:
+            raise IsADirectoryError(f"{self.volume_path} is a volume, not a file: resolve a file inside it")
+        if not _is_local(self.url):
+            return self.fs.open(self.path, "rb")  # type: ignore[no-any-return]
+        volume = self.volume_path[: len(self.volume_path) - len(relative)].rstrip("/")
+        return _open_from_root(self.volume.storage_location, relative, volume)
+
 
 @dataclass(frozen=True)
 class ResolvedStoragePath:
     """A storage URL inside an external location, after the READ FILES (or WRITE FILES) check.
 
+    Read the file with :meth:`open` (on a local location it follows no symlink swapped in since the
+    check, as :meth:`ResolvedVolumePath.open`).
+
     Example:
         >>> r = get_catalog().resolve_storage_path("s3://bucket/raw/2024/a.csv")  # doctest: +SKIP
-        >>> r.fs.open(r.path).read(10)                                            # doctest: +SKIP
+        >>> with r.open() as f:                                                   # doctest: +SKIP
+        ...     f.read(10)
     """
 
     url: str
@@ -352,6 +383,40 @@ class ResolvedStoragePath:
         from uc_jupyter.storage.urls import filesystem
 
         return filesystem(self.url, self.storage_options)[0]
+
+    def open(self) -> BinaryIO:
+        """The file checked, open for reading (binary); on a local location reached from the
+        location's root without following any symbolic link (:meth:`ResolvedVolumePath.open`).
+
+        Raises:
+            VolumeReadError: (local) the file is gone, or a symlink or not a regular file now.
+            IsADirectoryError: the URL is the location itself.
+        """
+        if not _is_local(self.url):
+            return self.fs.open(self.path, "rb")  # type: ignore[no-any-return]
+        from uc_jupyter.storage.locations import local_path_below
+        from uc_jupyter.storage.urls import local_path
+
+        relative = local_path_below(local_path(self.location.url), local_path(self.url))
+        if not relative:  # the location itself ("": it is no file; None cannot be: the check contains it)
+            raise IsADirectoryError(f"{self.url} is the external location {self.location.name}, not a file in it")
+        return _open_from_root(self.location.url, relative, self.location.url.rstrip("/"))
+
+
+def _is_local(url: str) -> bool:
+    from uc_jupyter.storage.urls import is_local
+
+    return is_local(url)
+
+
+def _open_from_root(root: str, relative: str, where: str) -> BinaryIO:
+    """``relative`` below the local location ``root`` (``where`` names the root in errors), walked to
+    without following a symlink and checked to be a regular file, open for reading."""
+    from uc_jupyter.storage.local_volume import LocalVolume
+    from uc_jupyter.storage.urls import local_path
+
+    files = LocalVolume(local_path(root), "", where, again="resolve the path again to read what it holds now")
+    return os.fdopen(files.open(relative, None), "rb")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from uc_jupyter.catalog import CatalogError
 
 if TYPE_CHECKING:
-    from uc_jupyter.catalog import Catalog
+    from uc_jupyter.catalog import Catalog, ResolvedVolumePath
 
 __all__ = ["complete_line", "given_source", "magic_part"]
 
@@ -115,13 +115,30 @@ def _volume_paths(word: str, catalog: Catalog) -> list[str]:
         names = (f"{root}{parts[0]}/{parts[1]}/{v.name}/" for v in catalog.list_volumes(f"{parts[0]}.{parts[1]}"))
     else:
         folder = word.rsplit("/", 1)[0]
-        resolved = catalog.resolve_volume_path(folder)
-        names = []
-        for entry in resolved.fs.ls(resolved.path, detail=True):
-            name = str(entry["name"]).rstrip("/").rsplit("/", 1)[-1]
-            if not name.startswith("."):  # hidden files are skipped by the datasets too
-                names.append(f"{folder}/{name}" + ("/" if entry.get("type") == "directory" else ""))
+        names = [
+            f"{folder}/{name}" + ("/" if is_folder else "")
+            for name, is_folder in _entries(catalog.resolve_volume_path(folder))
+            if not name.startswith(".")  # hidden files are skipped by the datasets too
+        ]
     return sorted(n for n in names if n.startswith(word))
+
+
+def _entries(resolved: ResolvedVolumePath) -> list[tuple[str, bool]]:
+    """``(name, is a folder)`` of each entry of the folder resolved. A local volume's folder is
+    walked to from the volume's root following no symlink (:class:`LocalVolume`): one swapped in
+    since the resolve checked the path is refused, not listed, and symlinks inside are not offered
+    (the datasets do not follow them). Other volumes are listed through fsspec."""
+    from uc_jupyter.storage.local_volume import LocalVolume
+    from uc_jupyter.storage.urls import is_local
+
+    if is_local(resolved.url):
+        volume = LocalVolume.of(resolved)
+        files, _ = volume.entries(recursive=False)
+        return [(relative, False) for relative, _, _ in files] + [(name, True) for name in volume.sub_folders()]
+    return [
+        (str(entry["name"]).rstrip("/").rsplit("/", 1)[-1], entry.get("type") == "directory")
+        for entry in resolved.fs.ls(resolved.path, detail=True)
+    ]
 
 
 def _quiet(listing: Callable[[], list[str]]) -> list[str]:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from uc_jupyter.storage.errors import VolumeReadError
+from uc_jupyter.storage.fsspec_ranges import NotTheListedVersion, read_range
 from uc_jupyter.storage.retry import RetryPolicy, retry_delay
 
 if TYPE_CHECKING:
@@ -167,8 +168,9 @@ class LazyDownloads:
 
 class ThreadDownloads:
     """Downloads through an fsspec filesystem, one pool thread per download in flight: ranged reads
-    of at most the listed size + 1 bytes (``cat_file``, in pieces of ``_CHUNK``), retried as a whole
-    on transient errors by the dataset's policy."""
+    of at most the listed size + 1 bytes (in pieces of ``_CHUNK``; on S3 each names the listed ETag,
+    :func:`~uc_jupyter.storage.fsspec_ranges.read_range`, so a rewrite of the same size fails as
+    object_store's downloads fail), retried as a whole on transient errors by the dataset's policy."""
 
     def __init__(
         self,
@@ -221,7 +223,10 @@ class ThreadDownloads:
             read = 0
             while True:  # the last piece asked for ends one byte past the listed size
                 asked = min(_CHUNK, job.size + 1 - read)
-                piece = self._fs.cat_file(job.remote, start=read, end=read + asked)
+                try:
+                    piece = read_range(self._fs, job.remote, read, read + asked, etag=job.etag)
+                except NotTheListedVersion:  # its size now says how it changed
+                    raise changed_since_listing(job.where, job.size, self._size_now(job), another=True) from None
                 read += len(piece)
                 if read > job.size:  # also a store that ignored the range: nothing more is written
                     raise changed_since_listing(job.where, job.size, None)
@@ -232,6 +237,14 @@ class ThreadDownloads:
                 raise changed_since_listing(job.where, job.size, read)
         finally:
             os.close(fd)
+
+    def _size_now(self, job: Job) -> int | None:
+        """The file's size now, for the error's words (None: not known, its look failed too)."""
+        try:
+            self._fs.invalidate_cache(job.remote)
+            return int(self._fs.info(job.remote).get("size") or 0)
+        except Exception:
+            return None
 
     def _check_empty(self, job: Job) -> None:
         """An empty listed file: its size asked of the store (fresh, not a listing the filesystem

@@ -2,6 +2,9 @@
 
 One rule wherever a dataset touches a local volume: **a dataset reads the regular files of a volume
 and never follows a symbolic link inside it**, whether the link points outside the volume or not.
+Every other read of a local volume's file goes through here too: ``ResolvedVolumePath.open()``, the
+completer's listing, and Hugging Face's reads for ``load_hf_dataset``
+(:mod:`~uc_jupyter.storage.local_volume_fs`); each passes the remedy its errors give (``again``).
 
 - The dataset's folder is reached from the volume's root through real folders only; a symlink on
   the way is refused (:class:`~uc_jupyter.catalog.embedded.local.EscapesVolume`, one line naming it).
@@ -65,7 +68,10 @@ class ResolvedFolder(Protocol):
     def volume(self) -> _Volume: ...
 
 
-__all__ = ["LocalVolume"]
+__all__ = ["RELIST", "LocalVolume"]
+
+# What a dataset's reader is told to do when a file is no longer what its listing saw.
+RELIST = "make the dataset again to list the folder again"
 
 _SYMLINK_ERRORS = (errno.ELOOP, errno.ENOTDIR)  # what O_NOFOLLOW and O_DIRECTORY give on a symlink
 
@@ -73,13 +79,15 @@ _SYMLINK_ERRORS = (errno.ELOOP, errno.ENOTDIR)  # what O_NOFOLLOW and O_DIRECTOR
 class LocalVolume:
     """The dataset folder ``folder`` of the volume whose storage root is ``root`` (a local path).
 
-    ``where`` is the folder's ``/Volumes`` path, for messages. Paths given to the methods are
-    relative to the dataset's folder and come from :meth:`entries` (no ``.`` or ``..`` parts).
-    Picklable: the descriptor stays behind and the receiving process opens its own.
+    ``where`` is the folder's ``/Volumes`` path, for messages; ``again``, what its errors tell the
+    reader to do once the file is not what was listed or resolved (a dataset lists its folder again).
+    Paths given to the methods are relative to the dataset's folder and come from :meth:`entries`
+    or a catalog's resolve (no ``.`` or ``..`` parts). Picklable: the descriptor stays behind and the
+    receiving process opens its own.
     """
 
-    def __init__(self, root: str, folder: str, where: str) -> None:
-        self.root, self.folder, self.where = root, folder, where
+    def __init__(self, root: str, folder: str, where: str, *, again: str = RELIST) -> None:
+        self.root, self.folder, self.where, self.again = root, folder, where, again
         self._prefix = f"{folder}/" if folder else ""
         self._fd = -1
         self._lock = threading.Lock()
@@ -105,10 +113,10 @@ class LocalVolume:
         return f"{self.root.rstrip('/')}/{self.folder}" if self.folder else self.root
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"root": self.root, "folder": self.folder, "where": self.where}
+        return {"root": self.root, "folder": self.folder, "where": self.where, "again": self.again}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.root, self.folder, self.where = state["root"], state["folder"], state["where"]
+        self.root, self.folder, self.where, self.again = state["root"], state["folder"], state["where"], state["again"]
         self._prefix = f"{self.folder}/" if self.folder else ""
         self._fd = -1
         self._lock = threading.Lock()
@@ -202,22 +210,26 @@ class LocalVolume:
     def check(self, relative: str, size: int) -> None:
         """Raise :class:`VolumeReadError` unless ``relative`` is, right now, a regular file of
         ``size`` bytes reached without a symlink."""
+        info = self.lstat(relative)
+        if not stat.S_ISREG(info.st_mode) or info.st_size != size:
+            raise self._changed(relative, info, size)
+
+    def lstat(self, relative: str) -> os.stat_result:
+        """What ``relative`` is right now (a symlink's own state, not its target's), reached
+        through real folders only (:class:`VolumeReadError` when one on the way is a symlink or gone)."""
         root = self._fd if self._fd >= 0 else self._root_fd()
         path = self._prefix + relative
         cut = path.rfind("/")
         try:
             if cut < 0:
-                info = os.stat(path, dir_fd=root, follow_symlinks=False)
-            else:
-                fd = descend(root, path[:cut].split("/"), WALKED)
-                try:
-                    info = os.stat(path[cut + 1 :], dir_fd=fd, follow_symlinks=False)
-                finally:
-                    os.close(fd)
+                return os.stat(path, dir_fd=root, follow_symlinks=False)
+            fd = descend(root, path[:cut].split("/"), WALKED)
+            try:
+                return os.stat(path[cut + 1 :], dir_fd=fd, follow_symlinks=False)
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise self._unreadable(relative, exc) from None
-        if not stat.S_ISREG(info.st_mode) or info.st_size != size:
-            raise self._changed(relative, info, size)
 
     def open(self, relative: str, size: int | None) -> int:
         """A descriptor (the caller closes it) of ``relative``, checked as :meth:`check` does (the
@@ -245,6 +257,10 @@ class LocalVolume:
             os.close(fd)
             raise
         return fd
+
+    def refused(self, relative: str, info: os.stat_result) -> VolumeReadError:
+        """The one-line error for ``relative``, found to be ``info`` (a symlink, a FIFO): not read."""
+        return self._changed(relative, info, info.st_size)
 
     # ---------------------------------------------------------------- internals
     def _root_fd(self) -> int:
@@ -288,9 +304,9 @@ class LocalVolume:
         where = f"{self.where}/{relative}"
         path = self._prefix + relative
         kind, at = self._diagnose(path)
-        again = "make the dataset again to list the folder again"
+        again = self.again
         if kind == "symlink":
-            return _symlink_now(where, self._volumes_path_of(at))
+            return _symlink_now(where, self._volumes_path_of(at), again)
         if kind == "missing" or exc.errno == errno.ENOENT:
             return VolumeReadError(f"cannot read {where}: it no longer exists; {again}")
         if kind in ("file", "other") and at != path:
@@ -302,17 +318,15 @@ class LocalVolume:
     def _changed(self, relative: str, info: os.stat_result, size: int) -> VolumeReadError:
         where = f"{self.where}/{relative}"
         if stat.S_ISLNK(info.st_mode):
-            return _symlink_now(where, where)
+            return _symlink_now(where, where, self.again)
         if not stat.S_ISREG(info.st_mode):
             return VolumeReadError(
-                f"cannot read {where}: it is not a regular file now (datasets read regular files only); "
-                "make the dataset again to list the folder again"
+                f"cannot read {where}: it is not a regular file now (only regular files are read); {self.again}"
             )
         return changed_since_listing(where, size, info.st_size)
 
 
-def _symlink_now(where: str, link: str) -> VolumeReadError:
+def _symlink_now(where: str, link: str, again: str) -> VolumeReadError:
     return VolumeReadError(
-        f"cannot read {where}: {link} is a symbolic link now (datasets do not follow symlinks inside a volume); "
-        "make the dataset again to list the folder again"
+        f"cannot read {where}: {link} is a symbolic link now (no read follows a symlink inside a volume); {again}"
     )

@@ -148,7 +148,16 @@ def load_hf_dataset(
     folder, only the files its committed manifest names (one line if one of them is missing).
 
     Under ``torch.distributed`` (or RANK/WORLD_SIZE) the dataset is split by node, so every rank
-    reads its own part. ``load_options`` go to ``datasets.load_dataset``.
+    reads its own part. ``load_options`` go to ``datasets.load_dataset``. A local volume's files are
+    opened as a dataset's are, from the volume's root without following a symlink
+    (:mod:`uc_jupyter.storage.local_volume_fs`): Hugging Face copies them into its cache (as it does an
+    object store's: under ``cache_dir``, by default ``$UC_JUPYTER_HOME/hf``) before it makes its
+    memory-mapped Arrow files, and a stream reads them in place, in DataLoader workers too. A file
+    swapped for a symlink meanwhile is a one-line ``VolumeReadError``, never read.
+
+    Example:
+        >>> ds = load_hf_dataset("/Volumes/main/ml/exports/iris")                  # doctest: +SKIP
+        >>> rows = load_hf_dataset("/Volumes/main/ml/exports/iris", streaming=True)  # doctest: +SKIP
     """
     import datasets
 
@@ -159,8 +168,23 @@ def load_hf_dataset(
     resolved = (catalog or get_catalog()).resolve_volume_path(path)
     listing = list_volume(resolved, recursive=True, include="*.parquet")
     if st.is_local(resolved.url):
-        files = [f"{resolved.path.rstrip('/')}/{f.relative}" for f in listing.files]
-        options = None
+        # Not the files' local paths: Hugging Face opens them later (as it copies them into its
+        # cache, or as a stream's rows are asked for, in DataLoader workers too), and a file swapped
+        # for a symlink meanwhile would be read outside the volume. Their URLs on a filesystem that
+        # walks from the volume's root without following a symlink, in whichever process opens them
+        # (storage.local_volume_fs, whose docstring says why neither descriptors nor our own copies).
+        from uc_jupyter.storage.local_volume_fs import PROTOCOL, VolumeRoot, url_of
+
+        if not streaming and datasets.config.HF_HUB_OFFLINE:  # it would refuse to copy them, naming a URL
+            raise OSError(
+                f"cannot load {resolved.volume_path}: Hugging Face's offline mode (HF_HUB_OFFLINE) refuses to "
+                "copy a volume's files into its cache; unset it for this load, or load with streaming=True"
+            )
+        volume_path = resolved.volume_path[: len(resolved.volume_path) - len(resolved.relative)].rstrip("/")
+        root = VolumeRoot(st.local_path(resolved.volume.storage_location), volume_path)
+        below = f"{resolved.relative}/" if resolved.relative else ""
+        files = [url_of(root, f"{below}{f.relative}") for f in listing.files]
+        options = {PROTOCOL: {"volume": root}}
     else:
         files = [f"{resolved.url}/{f.relative}" for f in listing.files]
         options = resolved.storage_options

@@ -282,7 +282,8 @@ class ExternalStorage(Metastore):
 
         Example:
             >>> r = cat.resolve_storage_path("s3://lake/raw/2024/a.csv")  # doctest: +SKIP
-            >>> r.fs.cat_file(r.path)                                     # doctest: +SKIP
+            >>> with r.open() as f:                                       # doctest: +SKIP
+            ...     f.read()
         """
         resolved = st.resolve_location(url)
         privilege = Privilege.WRITE_FILES if write else Privilege.READ_FILES

@@ -447,8 +447,9 @@ class LocalCatalog(Staging, Updates, Listing, Grants):
         """Check READ VOLUME (or WRITE VOLUME) and map a ``/Volumes/...`` path to its storage.
 
         Example:
-            >>> r = cat.resolve_volume_path("/Volumes/main/ml/images/cats")  # doctest: +SKIP
-            >>> r.fs.ls(r.path)                                              # doctest: +SKIP
+            >>> r = cat.resolve_volume_path("/Volumes/main/ml/images/cats/1.png")  # doctest: +SKIP
+            >>> with r.open() as f:                                                # doctest: +SKIP
+            ...     f.read(8)
         """
         volume_path = parse_volume_path(path)
         with self._transaction() as conn:
