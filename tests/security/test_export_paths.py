@@ -241,3 +241,40 @@ def test_a_file_the_seam_cannot_name_does_not_fail_a_committed_export(
         "odd\\name.parquet",
     ]
     assert sorted(row["id"] for row in load_hf_dataset(f"{path}/t")) == [1, 2]
+
+
+@pytest.mark.servers  # starts an S3 test server of its own
+@pytest.mark.parametrize("streamed", [False, True], ids=["copied-into-its-cache", "streamed"])
+def test_an_export_rewritten_with_as_many_bytes_after_the_listing_is_never_read_by_hugging_face(
+    catalog: LocalCatalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streamed: bool
+) -> None:
+    """On S3 the export's objects are rewritten with other rows of the same size once the listing
+    has seen them (as Hugging Face starts): every read names the listed ETag, so the one line says
+    the file changed, and no row of the rewrite comes back."""
+    import datasets
+
+    with S3TestServer(tmp_path / "s3") as server:
+        folder = server.bucket("exports") / "data"
+        manifest = write_export(folder / "t")
+        part = folder / "t" / manifest.prefix / "part-00000.parquet"
+        same_size_elsewhere(part, tmp_path)
+        rewrite = (tmp_path / part.name).read_bytes()
+        assert len(rewrite) == part.stat().st_size and rewrite != part.read_bytes()
+        external_location(catalog, "s3://exports", server.storage_options)
+        catalog.create_volume("main.ml.remote", "s3://exports/data")
+        load = datasets.load_dataset
+
+        def rewrite_then_load(*args: object, **kwargs: object) -> object:
+            listed = part.stat().st_mtime_ns
+            part.write_bytes(rewrite)
+            os.utime(part, ns=(listed + 10**9, listed + 10**9))  # the server's ETag is made of it
+            return load(*args, **kwargs)
+
+        monkeypatch.setattr(datasets, "load_dataset", rewrite_then_load)
+        with pytest.raises(VolumeReadError) as refused:
+            [row["id"] for row in load_hf_dataset("/Volumes/main/ml/remote/t", streaming=streamed)]
+        assert str(refused.value) == (
+            f"cannot read /Volumes/main/ml/remote/t/{manifest.prefix}/part-00000.parquet: it changed since the "
+            f"dataset listed it ({len(rewrite)} bytes, rewritten since with as many: its ETag is another); make the "
+            "dataset again to list the folder again"
+        )

@@ -55,6 +55,8 @@ from uc_jupyter.storage.export_manifest import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from uc_jupyter.catalog import ResolvedVolumePath
+    from uc_jupyter.data.volume.listing import Listing
     from uc_jupyter.storage.writes import VolumeWrites
 
 __all__ = ["export_table", "load_hf_dataset"]
@@ -153,7 +155,9 @@ def load_hf_dataset(
     (:mod:`uc_jupyter.storage.local_volume_fs`): Hugging Face copies them into its cache (as it does an
     object store's: under ``cache_dir``, by default ``$UC_JUPYTER_HOME/hf``) before it makes its
     memory-mapped Arrow files, and a stream reads them in place, in DataLoader workers too. A file
-    swapped for a symlink meanwhile is a one-line ``VolumeReadError``, never read.
+    swapped for a symlink meanwhile is a one-line ``VolumeReadError``, never read. On object storage
+    each file is read as the version listed (:mod:`uc_jupyter.storage.pinned_versions`: its ETag sent
+    with every read): one rewritten since, even with as many bytes, is a one-line ``VolumeReadError``.
 
     Example:
         >>> ds = load_hf_dataset("/Volumes/main/ml/exports/iris")                  # doctest: +SKIP
@@ -168,26 +172,14 @@ def load_hf_dataset(
     resolved = (catalog or get_catalog()).resolve_volume_path(path)
     listing = list_volume(resolved, recursive=True, include="*.parquet")
     if st.is_local(resolved.url):
-        # Not the files' local paths: Hugging Face opens them later (as it copies them into its
-        # cache, or as a stream's rows are asked for, in DataLoader workers too), and a file swapped
-        # for a symlink meanwhile would be read outside the volume. Their URLs on a filesystem that
-        # walks from the volume's root without following a symlink, in whichever process opens them
-        # (storage.local_volume_fs, whose docstring says why neither descriptors nor our own copies).
-        from uc_jupyter.storage.local_volume_fs import PROTOCOL, VolumeRoot, url_of
-
         if not streaming and datasets.config.HF_HUB_OFFLINE:  # it would refuse to copy them, naming a URL
             raise OSError(
                 f"cannot load {resolved.volume_path}: Hugging Face's offline mode (HF_HUB_OFFLINE) refuses to "
                 "copy a volume's files into its cache; unset it for this load, or load with streaming=True"
             )
-        volume_path = resolved.volume_path[: len(resolved.volume_path) - len(resolved.relative)].rstrip("/")
-        root = VolumeRoot(st.local_path(resolved.volume.storage_location), volume_path)
-        below = f"{resolved.relative}/" if resolved.relative else ""
-        files = [url_of(root, f"{below}{f.relative}") for f in listing.files]
-        options = {PROTOCOL: {"volume": root}}
+        files, options = _local_sources(resolved, listing)
     else:
-        files = [f"{resolved.url}/{f.relative}" for f in listing.files]
-        options = resolved.storage_options
+        files, options = _pinned_sources(resolved, listing)
     load_options.setdefault("cache_dir", str(settings().home / "hf"))
     with _without_progress_bars(datasets):
         loaded = datasets.load_dataset(
@@ -199,6 +191,35 @@ def load_hf_dataset(
 
         loaded = split_dataset_by_node(loaded, rank=rank, world_size=world)
     return loaded
+
+
+def _local_sources(resolved: ResolvedVolumePath, listing: Listing) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """What Hugging Face is handed for a local volume's listed files: not their local paths (it
+    opens them later, as it copies them into its cache or as a stream's rows are asked for, in
+    DataLoader workers too, and a file swapped for a symlink meanwhile would be read outside the
+    volume), but their URLs on a filesystem that walks from the volume's root without following a
+    symlink, in whichever process opens them (storage.local_volume_fs, whose docstring says why
+    neither descriptors nor our own copies)."""
+    from uc_jupyter.storage.local_volume_fs import PROTOCOL, VolumeRoot, url_of
+
+    volume_path = resolved.volume_path[: len(resolved.volume_path) - len(resolved.relative)].rstrip("/")
+    root = VolumeRoot(st.local_path(resolved.volume.storage_location), volume_path)
+    below = f"{resolved.relative}/" if resolved.relative else ""
+    return [url_of(root, f"{below}{f.relative}") for f in listing.files], {PROTOCOL: {"volume": root}}
+
+
+def _pinned_sources(resolved: ResolvedVolumePath, listing: Listing) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """What Hugging Face is handed for an object store's listed files: not the objects' own URLs
+    (it would read whatever each holds when it gets to it, and one rewritten with as many bytes
+    since the listing would be read silently), but their URLs on a filesystem that reads each as the
+    version listed, its ETag sent with every read (storage.pinned_versions)."""
+    from uc_jupyter.storage.pinned_versions import PROTOCOL, Pins, url_of
+
+    top = st.storage_path(resolved.url).rstrip("/")
+    listed = {f"{top}/{f.relative}": (f.size, f.etag) for f in listing.files}
+    scheme = resolved.url.split("://", 1)[0]
+    pins = Pins(scheme, dict(resolved.storage_options), listed, where=resolved.volume_path, root=top)
+    return [url_of(path) for path in listed], {PROTOCOL: {"pins": pins}}
 
 
 @contextlib.contextmanager
