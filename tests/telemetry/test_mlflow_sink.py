@@ -19,15 +19,8 @@ from hypothesis import strategies as st
 
 from uc_jupyter import notices
 from uc_jupyter.telemetry import mlflow_sink
-from uc_jupyter.telemetry.mlflow_sink import (
-    JOB_METRICS,
-    RUN_VARIABLE,
-    MlflowSink,
-    active_run_id,
-    logging_to,
-    metric_names,
-    wait_all,
-)
+from uc_jupyter.telemetry.mlflow_runs import RUN_VARIABLE, active_run_id, logging_to
+from uc_jupyter.telemetry.mlflow_sink import JOB_METRICS, MlflowSink, metric_names, wait_all
 from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot
 from uc_jupyter.testing.clocks import ManualClock
 

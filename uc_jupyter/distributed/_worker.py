@@ -51,7 +51,7 @@ from uc_jupyter.distributed.protocol import (
     Stop,
     Telemetry,
 )
-from uc_jupyter.telemetry import mlflow_sink
+from uc_jupyter.telemetry import mlflow_runs, mlflow_sink
 
 _SYNC = b"\x00uc-jupyter-sync\x00"
 _PARENT_GONE = 70  # exit code when the kernel disappeared
@@ -180,7 +180,7 @@ class _Rank:
         except ValueError as exc:
             self._answer(call, failure=failure_of(exc, self.rank), pump=pump)
             return
-        with _acting_as(call.principal), mlflow_sink.logging_to(call.mlflow_run):
+        with _acting_as(call.principal), mlflow_runs.logging_to(call.mlflow_run):
             self._run(call, interruptible, pump)
 
     def _run(self, call: Call, interruptible: _Interruptible, pump: _OutputPump) -> None:

@@ -71,7 +71,7 @@ from uc_jupyter.distributed.protocol import (
 )
 from uc_jupyter.distributed.start import start_ranks
 from uc_jupyter.distributed.status import PoolStatus, RankInfo
-from uc_jupyter.telemetry import mlflow_sink
+from uc_jupyter.telemetry import mlflow_runs, mlflow_sink
 from uc_jupyter.telemetry.collector import Collector
 
 __all__ = [
@@ -289,7 +289,7 @@ class RankPool:
         shown = self.shown_ranks(show)
         limit = seconds(timeout, "timeout") if timeout is not None else self.timeout
         principal = _caller()  # read here, in the caller's thread and context: who this call is made as
-        run = mlflow_sink.caller_run()  # the MLflow run active here: the ranks' loaders log into it
+        run = mlflow_runs.caller_run()  # the MLflow run active here: the ranks' loaders log into it
         with self._lock:
             if self._generation is None:
                 self._generation = self._launch_with_retries(principal)

@@ -49,7 +49,7 @@ class Call:
     """Run something: ``run`` (a function, args, kwargs), ``execute`` (cell source), ``push`` (a dict
     of names to bind), ``pull`` (a tuple of names to send back). ``payload`` is cloudpickled.
     ``principal`` is who the call was made as in the kernel: the rank acts as that principal for it.
-    ``mlflow_run``: the MLflow run active in the kernel (:func:`~uc_jupyter.telemetry.mlflow_sink.caller_run`),
+    ``mlflow_run``: the MLflow run active in the kernel (:func:`~uc_jupyter.telemetry.mlflow_runs.caller_run`),
     which the rank's loaders log into for the call."""
 
     call_id: int

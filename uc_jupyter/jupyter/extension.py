@@ -25,7 +25,7 @@ _TARGETS = {"table": TABLE_TARGETS, "volume": VOLUME_TARGETS}
 
 def register(ipython: Any) -> UCMagics:
     from uc_jupyter.tables.spark import quiet_pandas_version_warning
-    from uc_jupyter.telemetry.mlflow_sink import quiet_mlflow_logging
+    from uc_jupyter.telemetry.mlflow_runs import quiet_mlflow_logging
 
     quiet_mlflow_logging()  # MLflow's INFO lines are not for notebook cells
     quiet_pandas_version_warning()  # nor PySpark's note on pandas versions

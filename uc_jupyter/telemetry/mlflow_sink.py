@@ -41,11 +41,9 @@ cost for this process's own active run (it runs while it is the active run here;
 no run is active), else (``MLFLOW_RUN_ID``, a rank; a nested run active) from the tracking store by
 the thread: a window closed after the run's ``end_time`` is dropped. Nothing is buffered without a
 run; a failing MLflow gives one notice line (once per process) and training goes on. In a notebook
-:func:`quiet_mlflow_logging` keeps MLflow's INFO lines out of cells.
-
-The run is the active fluent run of this process; in a rank without one, the kernel's run its call
-was made in (:func:`caller_run`, :func:`logging_to`: every rank's keys and the job's land in the
-notebook's run); else the one ``MLFLOW_RUN_ID`` names. Workers never log: the fluent API there
+The run is the one :mod:`~uc_jupyter.telemetry.mlflow_runs` names: the active fluent run of this
+process; in a rank without one, the kernel's run its call was made in (every rank's keys and the
+job's land in the notebook's run); else the one ``MLFLOW_RUN_ID`` names. Workers never log: the fluent API there
 silently starts stray runs.
 
 Example:
@@ -62,124 +60,28 @@ import atexit
 import collections
 import contextlib
 import functools
-import json
 import os
 import queue
 import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from uc_jupyter.notices import notice
+from uc_jupyter.telemetry.mlflow_runs import active_run
 from uc_jupyter.telemetry.mlflow_windows import JOB_METRICS, JobWindows, RankWindows, metric_names
 from uc_jupyter.telemetry.model import Snapshot
 
-__all__ = [
-    "JOB_METRICS",
-    "RUN_VARIABLE",
-    "MlflowSink",
-    "active_run_id",
-    "caller_run",
-    "logging_to",
-    "metric_names",
-    "quiet_mlflow_logging",
-    "wait_all",
-]
+__all__ = ["JOB_METRICS", "MlflowSink", "metric_names", "wait_all"]
 
 # Each said once per process, as one line (uc_jupyter.notices), not once per loader or per window.
 _UNAVAILABLE = "uc_jupyter.telemetry.mlflow_sink: unavailable"
 _FAILED = "uc_jupyter.telemetry.mlflow_sink: failed"
-_QUIET = "WARNING"  # MLflow's INFO lines ("Created MLflow experiment", run links) are not for a notebook
 
 _WAIT_SECONDS = 30.0  # the most a wait for MLflow lasts before giving up on it
 _WINDOWS_PER_CALL = 60  # 15 metrics at most each: within log_batch's 1000 metrics per call
-# In a rank, for a call: the kernel's run (caller_run), which the rank's loaders log into.
-RUN_VARIABLE = "UC_JUPYTER_MLFLOW_RUN"
-
-
-def quiet_mlflow_logging() -> None:
-    """Keep MLflow's INFO logging out of a notebook: MLflow reads ``MLFLOW_LOGGING_LEVEL`` when it is
-    first imported (here, or in ranks and workers, which inherit it); a level the user set wins.
-    When MLflow is already imported, its loggers are raised to that level now.
-
-    Example:
-        >>> quiet_mlflow_logging()   # what %load_ext uc_jupyter does   # doctest: +SKIP
-    """
-    import logging
-
-    threshold = logging.getLevelName(os.environ.setdefault("MLFLOW_LOGGING_LEVEL", _QUIET).upper())
-    if "mlflow" in sys.modules and isinstance(threshold, int):
-        for name in ("mlflow", "alembic"):
-            logger = logging.getLogger(name)
-            if logger.getEffectiveLevel() < threshold:
-                logger.setLevel(threshold)
-
-
-def active_run_id() -> str | None:
-    """The run this process logs to: its active fluent run, else the kernel's run that a rank's
-    call carries (:func:`logging_to`), else ``MLFLOW_RUN_ID``; never imports mlflow itself (an
-    active fluent run means it is imported already)."""
-    found = _active_run()
-    return found[0] if found is not None else None
-
-
-def _active_run() -> tuple[str, str | None] | None:
-    """:func:`active_run_id` and the tracking URI to reach it at (None: MLflow's own default)."""
-    mlflow = sys.modules.get("mlflow")
-    if mlflow is not None:
-        active = mlflow.active_run()
-        if active is not None:
-            return str(active.info.run_id), None
-    carried = os.environ.get(RUN_VARIABLE)
-    if carried:
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            run = json.loads(carried)
-            return str(run["run_id"]), str(run["tracking_uri"])
-    run_id = os.environ.get("MLFLOW_RUN_ID")
-    return (run_id, None) if run_id else None
-
-
-def caller_run() -> str | None:
-    """The run active in this process (a kernel), as a rank's call carries it: its id and tracking
-    URI; None when none is active. The ranks' loaders log their per-rank keys into it
-    (:func:`logging_to`), as the reference runtime's do into the notebook's run.
-
-    Example:
-        >>> with mlflow.start_run():                       # doctest: +SKIP
-        ...     carried = caller_run()                     # what pool calls send their ranks
-    """
-    mlflow = sys.modules.get("mlflow")
-    active = mlflow.active_run() if mlflow is not None else None
-    if mlflow is None or active is None:
-        return None
-    return json.dumps({"run_id": active.info.run_id, "tracking_uri": mlflow.get_tracking_uri()})
-
-
-@contextlib.contextmanager
-def logging_to(run: str | None) -> Iterator[None]:
-    """For one call in a rank: loaders log into ``run`` (:func:`caller_run`, the kernel's; None:
-    none unless the rank starts its own). The rank's environment before the call comes back after
-    it, so a later call made without a run logs nothing into an old one. MLflow's own variables are
-    left alone: ``MLFLOW_RUN_ID`` would make a ``start_run()`` in the rank resume, and end, the kernel's run.
-
-    Example:
-        >>> with logging_to(call.mlflow_run):              # doctest: +SKIP
-        ...     run_the_call()
-    """
-    before = os.environ.get(RUN_VARIABLE)
-    if run is None:
-        os.environ.pop(RUN_VARIABLE, None)
-    else:
-        os.environ[RUN_VARIABLE] = run
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(RUN_VARIABLE, None)
-        else:
-            os.environ[RUN_VARIABLE] = before
 
 
 class _Window(NamedTuple):
@@ -255,8 +157,8 @@ class MlflowSink:
         baseline: Callable[[], Snapshot] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> MlflowSink | None:
-        """A sink for the run this process logs to (:func:`active_run_id`); ``current`` when it
-        already logs to that run (its :meth:`begin_pass` then runs: call this as a pass begins);
+        """A sink for the run this process logs to (:mod:`~uc_jupyter.telemetry.mlflow_runs`);
+        ``current`` when it already logs to that run (its :meth:`begin_pass` then runs: call this as a pass begins);
         None when there is no run or MLflow fails. ``rank`` None: the job's sink (a kernel's, over
         its ranks' telemetry). ``baseline`` gives the loader's snapshot now, asked only for a new
         sink; ``clock`` is the loader's.
@@ -265,7 +167,7 @@ class MlflowSink:
             >>> sink = MlflowSink.for_active_run(0, sink, baseline=loader.stats)   # doctest: +SKIP
         """
         try:
-            found = _active_run()
+            found = active_run()
             if found is None:
                 return None
             run_id, tracking_uri = found
