@@ -13,8 +13,9 @@ Example:
     >>> import tempfile
     >>> from uc_jupyter.catalog.embedded.local import LocalCatalog
     >>> app = build_app(LocalCatalog(tempfile.mkdtemp()))
-    >>> sorted({r.path for r in app.routes})[:2]
-    ['/api/2.1/unity-catalog/catalogs', '/api/2.1/unity-catalog/catalogs/{name}']
+    >>> paths = sorted({r.path for r in app.routes})
+    >>> paths[:2]  # 2.0: table credentials where a Databricks workspace serves them
+    ['/api/2.0/unity-catalog/temporary-table-credentials', '/api/2.1/unity-catalog/catalogs']
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from uc_jupyter.ucserver.routes_governance import ROUTES as GOVERNANCE_ROUTES
 from uc_jupyter.ucserver.routes_storage import routes as storage_routes
 from uc_jupyter.ucserver.routes_storage import secure_transport
 from uc_jupyter.ucserver.routes_vending import routes as vending_routes
+from uc_jupyter.ucserver.routes_workspace import WORKSPACE_PREFIX
+from uc_jupyter.ucserver.routes_workspace import routes as workspace_routes
 from uc_jupyter.ucserver.vendor import Vendor
 
 __all__ = ["MAX_BODY", "PREFIX", "build_app"]
@@ -60,10 +63,13 @@ def build_app(catalog: LocalCatalog, store: TokenStore | None = None, vendor: Ve
     vendor = vendor or Vendor(catalog.root)
     # One Starlette route per path: a 405's Allow names every method.
     for route in (*ROUTES, *GOVERNANCE_ROUTES, *EXTENSION_ROUTES, *storage_routes(vendor), *vending_routes(vendor)):
-        by_path.setdefault(route.path, {})[route.method] = route
+        by_path.setdefault(PREFIX + route.path, {})[route.method] = route
+    # What a Databricks workspace serves outside the UC prefix (clients built on databricks-sdk ask there).
+    for route in workspace_routes(vendor):
+        by_path.setdefault(WORKSPACE_PREFIX + route.path, {})[route.method] = route
     app = Starlette(
         routes=[
-            StarletteRoute(PREFIX + path, _endpoint(catalog, methods), methods=list(methods), include_in_schema=False)
+            StarletteRoute(path, _endpoint(catalog, methods), methods=list(methods), include_in_schema=False)
             for path, methods in by_path.items()
         ],
         middleware=[Middleware(BearerAuth, store=store or TokenStore(catalog))],
