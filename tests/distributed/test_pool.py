@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _thread
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -187,7 +188,12 @@ def test_a_rank_stuck_in_a_collective_is_killed_and_the_pool_starts_afresh(make_
         with pytest.raises(ValueError, match="rank 0 gave up") as caught:
             stuck.run(one_fails_other_waits)
         assert time.monotonic() - started < 15
-        assert "ranks 1 did not stop" in "\n".join(caught.value.__notes__)
+        notes = "\n".join(caught.value.__notes__)
+        assert "ranks 1 did not stop" in notes
+        # Where rank 1 was when it was killed: in the collective, called from the test's function.
+        assert re.search(
+            r"rank 1 was in all_reduce \(distributed_c10d\.py:\d+\), called from one_fails_other_waits", notes
+        )
         assert not wait_until_gone(before)
         assert stuck.status().state == "stopped"
         assert stuck.run(all_reduce_sum, 0) == [1.0, 1.0]  # a fresh pool
@@ -249,9 +255,28 @@ def test_ranks_that_ignore_an_interrupt_are_killed_and_the_line_says_so(make_poo
             pool.execute(stubborn)
         assert str(caught.value) == (
             "interrupted 2 ranks; ranks 0, 1 did not stop within 1 s and were killed "
-            "(the next call starts a fresh pool)"
+            "(the next call starts a fresh pool); rank 0 was in <module> (<rank cell 1>:8); "
+            "rank 1 was in <module> (<rank cell 1>:8)"  # line 8: time.sleep, where each rank spends its time
         )
         assert not wait_until_gone(before) and pool.status().state == "stopped"
+
+
+def test_a_rank_that_does_not_stop_at_a_timeout_is_killed_and_says_where_it_was(make_pool: PoolMaker) -> None:
+    """A rank deaf to the stop (SIGINT ignored, in a long C call) is killed after stop_grace; the
+    error shows where it was, from the stack dump it wrote on the pool's asking."""
+
+    def deaf() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        time.sleep(60)
+
+    stopped = r"ran past timeout=1 s; ranks 0 were stopped, so the pool"
+    with make_pool(1, devices="cpu", stop_grace=1.0) as stubborn, pytest.raises(RankTimeout, match=stopped) as caught:
+        stubborn.call(deaf, timeout=1)
+    (stuck,) = caught.value.failures
+    line = deaf.__code__.co_firstlineno + 2
+    assert stuck.headline == f"RankStuck: did not stop within 1 s; it was in deaf (test_pool.py:{line})"
+    assert [frame.name for frame in stuck.frames if not frame.internal] == ["deaf"]
+    assert "in deaf" in "\n".join(caught.value.__notes__)
 
 
 def test_timeout_stops_the_call(pool: RankPool) -> None:

@@ -26,8 +26,9 @@ import sys
 import time
 
 from uc_jupyter.distributed import proctree
+from uc_jupyter.distributed.stuck import DUMP_SIGNAL
 
-_WATCHED = {signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+_WATCHED = {signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, DUMP_SIGNAL}
 _PARENT_POLL = 0.5  # seconds between checks that the kernel is still this process's parent
 _END_WITHIN = 10.0  # seconds to keep killing and reaping the tree before giving up on what will not die
 
@@ -59,8 +60,8 @@ def _watch(rank: int, kernel: int) -> int | None:
             if os.getppid() != kernel:
                 return None
             continue
-        if info.si_signo == signal.SIGINT:
-            _forward(rank, signal.SIGINT)
+        if info.si_signo in (signal.SIGINT, DUMP_SIGNAL):
+            _forward(rank, info.si_signo)
         elif info.si_signo in (signal.SIGTERM, signal.SIGHUP):
             return None
         else:

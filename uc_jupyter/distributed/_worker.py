@@ -51,6 +51,7 @@ from uc_jupyter.distributed.protocol import (
     Stop,
     Telemetry,
 )
+from uc_jupyter.distributed.stuck import DUMP_SIGNAL
 from uc_jupyter.telemetry import mlflow_runs, mlflow_sink
 
 _SYNC = b"\x00uc-jupyter-sync\x00"
@@ -299,6 +300,8 @@ def main(argv: list[str]) -> int:
     # A crash dump must outlive the pump threads: write it to the rank's log (the original stderr).
     crash_log: BinaryIO = os.fdopen(os.dup(2), "wb", buffering=0)
     faulthandler.enable(file=crash_log)
+    # Every thread's stack, on the pool's asking, when this rank does not stop (distributed/stuck.py).
+    faulthandler.register(DUMP_SIGNAL, file=crash_log, all_threads=True)
     calls: queue.Queue[object] = queue.Queue()
     _watch_parent(channel, calls, parent)
     pump = _OutputPump(channel)

@@ -96,16 +96,18 @@ class RemoteFrame:
 
 def is_internal(filename: str) -> bool:
     """Whether ``filename`` is not the user's: inside the uc_jupyter package, or installed code
-    (site-packages, the standard library) such as torch's, whose frames say where the user's call
-    went, not what to change.
+    (site-packages, the standard library, frozen into the interpreter: ``<frozen runpy>``) such as
+    torch's, whose frames say where the user's call went, not what to change.
 
     Example:
         >>> import torch.distributed
         >>> is_internal(__file__), is_internal(torch.distributed.__file__), is_internal("<rank cell 1>")
         (True, True, False)
+        >>> is_internal("<frozen runpy>")
+        True
     """
     if filename.startswith("<"):
-        return False
+        return filename.startswith("<frozen ")
     path = os.path.abspath(filename)
     return path.startswith(_PACKAGE + os.sep) or path.startswith(_LIBRARIES)
 

@@ -11,7 +11,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from uc_jupyter.distributed.errors import (
     RankDied,
@@ -23,6 +23,9 @@ from uc_jupyter.distributed.errors import (
 )
 from uc_jupyter.distributed.payload import unpack
 from uc_jupyter.distributed.protocol import Reply
+
+if TYPE_CHECKING:
+    from uc_jupyter.distributed.stuck import Stuck
 
 __all__ = ["Outcome", "listing", "results"]
 
@@ -37,6 +40,7 @@ class Outcome:
         self.killed: tuple[int, ...] = ()
         self.tails: dict[int, str] = {}  # the log's last lines of a rank that died
         self.interrupted: tuple[int, ...] = ()  # the ranks still running when Ctrl-C came
+        self.stuck: dict[int, Stuck] = {}  # where a rank killed for not stopping was (its stack dump)
         self.reason: Literal["failure", "died", "timeout", "interrupt"] | None = None
 
     @property
@@ -56,10 +60,11 @@ def results(outcome: Outcome, timeout: float | None, stop_grace: float) -> list[
         and not (outcome.reason is not None and reply.failure.type_name == "builtins.KeyboardInterrupt")
     ]
     restarted = ", so the pool was stopped (the next call starts a fresh one)" if outcome.killed else ""
+    stuck = _stuck_failures(outcome, stop_grace)
     if outcome.reason == "timeout":
         still = sorted(set(outcome.pending) | set(outcome.killed) | _stopped(outcome))
         raise RankTimeout(
-            failures,
+            [*failures, *stuck],
             world_size=outcome.size,
             summary=f"the call ran past timeout={timeout:g} s; ranks {listing(still)} were stopped{restarted}",
         )
@@ -69,14 +74,15 @@ def results(outcome: Outcome, timeout: float | None, stop_grace: float) -> list[
             for rank, how in sorted(outcome.died.items())
         ]
         summary = "; ".join(f"rank {d.rank} {d.message}" for d in deaths)
-        raise RankDied([*deaths, *failures], world_size=outcome.size, summary=f"{summary}; the pool was stopped")
+        reports = [*deaths, *failures, *stuck]
+        raise RankDied(reports, world_size=outcome.size, summary=f"{summary}; the pool was stopped")
     if failures:
         error = RankError(failures, world_size=outcome.size)
         if outcome.killed:
             error = RankError(
                 failures,
                 world_size=outcome.size,
-                summary=f"{error}; ranks {listing(outcome.killed)} did not stop{restarted}",
+                summary=f"{error}; ranks {listing(outcome.killed)} did not stop{restarted}{_where(outcome)}",
             )
         original = failures[0].original() if len(failures) == 1 else None
         if original is not None:
@@ -96,6 +102,25 @@ def results(outcome: Outcome, timeout: float | None, stop_grace: float) -> list[
     return values
 
 
+def _stuck_failures(outcome: Outcome, stop_grace: float) -> list[RemoteFailure]:
+    """A failure for each rank killed for not stopping: where it was, and its frames (the user's shown)."""
+    return [
+        RemoteFailure(
+            rank,
+            "RankStuck",
+            f"did not stop within {stop_grace:g} s; it was in {stuck.where}",
+            "",
+            frames=stuck.frames,
+        )
+        for rank, stuck in sorted(outcome.stuck.items())
+    ]
+
+
+def _where(outcome: Outcome) -> str:
+    """``; rank N was in <frame>`` for each rank killed for not stopping whose stack came."""
+    return "".join(f"; rank {rank} was in {stuck.where}" for rank, stuck in sorted(outcome.stuck.items()))
+
+
 def _interrupted(outcome: Outcome, stop_grace: float) -> str:
     """The one line a Ctrl-C leaves: how many ranks it stopped, and whether the pool lives on."""
     count = len(outcome.interrupted)
@@ -103,7 +128,7 @@ def _interrupted(outcome: Outcome, stop_grace: float) -> str:
     if outcome.killed:
         return (
             f"interrupted {ranks}; ranks {listing(outcome.killed)} did not stop within {stop_grace:g} s "
-            "and were killed (the next call starts a fresh pool)"
+            f"and were killed (the next call starts a fresh pool){_where(outcome)}"
         )
     return f"interrupted {ranks}; the pool is still warm"
 

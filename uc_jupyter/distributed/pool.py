@@ -47,7 +47,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from uc_jupyter.catalog import get_catalog
@@ -58,7 +58,7 @@ from uc_jupyter.distributed.errors import (
     describe_exit,
     hide_internal_frames,
 )
-from uc_jupyter.distributed.launch import Exited, Generation, Placement, placement_for
+from uc_jupyter.distributed.launch import Exited, Generation, Placement, RankHandle, placement_for
 from uc_jupyter.distributed.launch.local import visible_gpus
 from uc_jupyter.distributed.launch.ray_cluster import before_disconnect
 from uc_jupyter.distributed.outcome import Outcome, results
@@ -71,6 +71,7 @@ from uc_jupyter.distributed.protocol import (
 )
 from uc_jupyter.distributed.start import start_ranks
 from uc_jupyter.distributed.status import PoolStatus, RankInfo
+from uc_jupyter.distributed.stuck import Stuck, stuck_in
 from uc_jupyter.telemetry import mlflow_runs, mlflow_sink
 from uc_jupyter.telemetry.collector import Collector
 
@@ -89,6 +90,7 @@ OutputWriter = Callable[[int, str, str], None]  # (rank, "stdout" | "stderr", te
 
 _FAILURE_GRACE = 1.0  # after one rank fails, how long the others may still finish on their own
 _POLL = 0.05
+_DUMP_LINES = 400  # of a stuck rank's log: its threads' stacks (a deep one is about 60 lines each)
 
 
 def print_output(rank: int, stream: str, text: str) -> None:
@@ -352,6 +354,7 @@ class RankPool:
                     stop("failure")
                 if now >= kill_at:
                     outcome.killed = tuple(outcome.pending)
+                    outcome.stuck = _where_stuck([generation.ranks[rank] for rank in outcome.killed])
                     break
                 if job is not None and job.due():
                     job.hand_over(self.collector.snapshot())
@@ -469,3 +472,22 @@ def shutdown_all() -> None:
 
 
 before_disconnect(shutdown_all)  # a Ray connection ends after the pools it serves
+
+
+def _where_stuck(ranks: Sequence[RankHandle], *, wait: float = 2.0) -> dict[int, Stuck]:
+    """Where each of ``ranks`` (about to be killed for not stopping) is stuck: each is asked for its
+    stack dump, and its log read until the dump is there, for at most ``wait`` seconds in all (a
+    rank whose dump does not come is left out: the error then says only that it did not stop)."""
+    for handle in ranks:
+        handle.dump_stacks()
+    found: dict[int, Stuck] = {}
+    deadline = time.monotonic() + wait
+    while True:
+        for handle in ranks:
+            if handle.rank not in found:
+                stuck = stuck_in(handle.log_tail(_DUMP_LINES))
+                if stuck is not None:
+                    found[handle.rank] = stuck
+        if len(found) == len(ranks) or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.05)  # the dump is written by the rank, and passed on by its supervisor

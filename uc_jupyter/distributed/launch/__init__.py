@@ -78,6 +78,11 @@ class RankHandle(abc.ABC):
         """Where the rank ran, for error messages: empty on this machine."""
         return ""
 
+    @abc.abstractmethod
+    def dump_stacks(self) -> None:
+        """Ask the rank to write every thread's stack to its log (:mod:`~uc_jupyter.distributed.stuck`):
+        where a rank that does not stop is stuck."""
+
 
 class Generation(abc.ABC):
     """One start of a pool: its ranks, their inbox, the port they rendezvoused on."""

@@ -34,6 +34,7 @@ from pathlib import Path
 from uc_jupyter.distributed import proctree
 from uc_jupyter.distributed.launch import Exited, Generation, Inbox, Placement, RankHandle, deliver
 from uc_jupyter.distributed.protocol import Channel, Stop
+from uc_jupyter.distributed.stuck import DUMP_SIGNAL
 from uc_jupyter.processes import free_port
 from uc_jupyter.telemetry.collector import Collector
 
@@ -77,6 +78,10 @@ class RankProcess(RankHandle):
             self._signal(signal.SIGTERM)
         else:
             self.kill_group()
+
+    def dump_stacks(self) -> None:
+        """The stack dump signal to the rank (the supervisor passes it on)."""
+        self._signal(DUMP_SIGNAL)
 
     def kill_group(self) -> None:
         """SIGKILL the process group the kernel started: the last resort, and all there is without Linux."""

@@ -59,6 +59,7 @@ from uc_jupyter.distributed.launch.ray_cluster import (
     free_line,
 )
 from uc_jupyter.distributed.protocol import decode, encode
+from uc_jupyter.distributed.stuck import DUMP_SIGNAL
 from uc_jupyter.notices import notice
 from uc_jupyter.telemetry.collector import Collector
 
@@ -133,6 +134,9 @@ class RayRank(RankHandle):
         with contextlib.suppress(Exception):  # a lost host has no log to give: the message says why
             return str(ray.get(self.host.log_tail.remote(self.rank, lines), timeout=2.0))
         return ""
+
+    def dump_stacks(self) -> None:
+        self._signal(DUMP_SIGNAL)
 
     def where(self) -> str:
         return f" (on node {self.node_rank}, {self.node}, Ray node {self.node_id[:8]})"

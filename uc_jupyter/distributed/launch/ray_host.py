@@ -40,6 +40,7 @@ import ray
 
 from uc_jupyter.distributed.launch.local import RankProcess, start_rank_process
 from uc_jupyter.distributed.protocol import Stop, encode
+from uc_jupyter.distributed.stuck import DUMP_SIGNAL
 from uc_jupyter.processes import alive, free_port
 
 __all__ = ["NodeFacts", "RankHost", "RayRankHost", "Relayed", "versions"]
@@ -137,10 +138,13 @@ class RankHost:
 
     @ray.method(concurrency_group="control")
     def signal(self, rank: int, signum: int) -> None:
-        """SIGINT interrupts the rank's call; SIGTERM ends the rank and its tree."""
+        """SIGINT interrupts the rank's call; SIGTERM ends the rank and its tree; the stack dump signal
+        has it write its stacks to its log."""
         process = self._rank(rank)
         if signum == signal.SIGTERM:
             process.terminate()
+        elif signum == DUMP_SIGNAL:
+            process.dump_stacks()
         else:
             process.interrupt()
 
