@@ -99,12 +99,14 @@ def volume(request: pytest.FixtureRequest) -> tuple[str, str]:
 
 @pytest.fixture
 def pools() -> Iterator[Pools]:
-    """Pools of n CPU ranks, started on first use in the test (each start costs seconds)."""
+    """Pools of n CPU ranks, started on first use in the test (each start costs seconds). Each call
+    is bounded: a call that hangs (about one run in 20 to 40 of the [file] case, once) fails with
+    RankTimeout saying where each rank was, instead of meeting pytest's timeout with nothing said."""
     started: dict[int, RankPool] = {}
 
     def pool(n: int) -> RankPool:
         if n not in started:
-            started[n] = RankPool(n, devices="cpu")
+            started[n] = RankPool(n, devices="cpu", timeout=120)
         return started[n]
 
     yield pool
