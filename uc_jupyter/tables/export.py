@@ -171,17 +171,10 @@ def load_hf_dataset(
 
     resolved = (catalog or get_catalog()).resolve_volume_path(path)
     listing = list_volume(resolved, recursive=True, include="*.parquet")
-    if st.is_local(resolved.url):
-        if not streaming and datasets.config.HF_HUB_OFFLINE:  # it would refuse to copy them, naming a URL
-            raise OSError(
-                f"cannot load {resolved.volume_path}: Hugging Face's offline mode (HF_HUB_OFFLINE) refuses to "
-                "copy a volume's files into its cache; unset it for this load, or load with streaming=True"
-            )
-        files, options = _local_sources(resolved, listing)
-    else:
-        files, options = _pinned_sources(resolved, listing)
+    local = st.is_local(resolved.url)
+    files, options = _local_sources(resolved, listing) if local else _pinned_sources(resolved, listing)
     load_options.setdefault("cache_dir", str(settings().home / "hf"))
-    with _without_progress_bars(datasets):
+    with _without_progress_bars(datasets), _local_copies_offline(datasets, local=local):
         loaded = datasets.load_dataset(
             "parquet", data_files=files, split=split, streaming=streaming, storage_options=options, **load_options
         )
@@ -220,6 +213,22 @@ def _pinned_sources(resolved: ResolvedVolumePath, listing: Listing) -> tuple[lis
     scheme = resolved.url.split("://", 1)[0]
     pins = Pins(scheme, dict(resolved.storage_options), listed, where=resolved.volume_path, root=top)
     return [url_of(path) for path in listed], {PROTOCOL: {"pins": pins}}
+
+
+@contextlib.contextmanager
+def _local_copies_offline(datasets: Any, *, local: bool) -> Iterator[None]:
+    """Hugging Face's offline mode (``HF_HUB_OFFLINE``) lifted while it copies a local volume's files
+    into its cache: it refuses any copy through a filesystem that is not its local one, and a local
+    volume's files reach it through ``ucvolume://`` (see :func:`_local_sources`), though nothing leaves
+    this machine. The packaged Parquet builder asks the Hub for nothing; restored as it was."""
+    offline = local and bool(datasets.config.HF_HUB_OFFLINE)
+    if offline:
+        datasets.config.HF_HUB_OFFLINE = False
+    try:
+        yield
+    finally:
+        if offline:
+            datasets.config.HF_HUB_OFFLINE = True
 
 
 @contextlib.contextmanager
