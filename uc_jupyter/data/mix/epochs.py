@@ -1,0 +1,116 @@
+"""What a mix epoch delivers: its schedule, and which item of which source each sample is. Pure, no I/O.
+
+A mix epoch runs the schedule of its weights (:mod:`uc_jupyter.data.mix.schedule`) from its start
+for :attr:`MixPlan.length` samples. Each source's samples are numbered across the whole job: the
+``m``-th sample ever taken of a source of ``n`` items is item ``m % n`` of that source's own epoch
+``m // n``, in that epoch's order (its own shuffle and seed, as it would read alone). So a source
+that runs out begins its next epoch, reshuffled, while the others go on, and within each of its
+epochs every item comes once. A mix epoch starts each source where the epochs before it left it
+(:attr:`MixPlan.bases`); weights may change from one mix epoch to the next.
+
+Example:
+    >>> first = MixPlan.first([1, 1], sizes=[2, 3], until="first_exhausted")
+    >>> first.length, first.counts
+    (3, (2, 1))
+    >>> second = first.following([1, 1], sizes=[2, 3], until="first_exhausted")
+    >>> second.bases
+    (2, 1)
+    >>> source, taken = second.picks(np.arange(second.length))
+    >>> source.tolist(), taken.tolist()   # source 0 begins its second epoch: its samples 2 and 3
+    ([0, 1, 0], [2, 1, 3])
+    >>> source_items(np.array([0, 1, 2, 3]), 2, shuffle=False, seed=0).tolist()
+    [0, 1, 0, 1]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from uc_jupyter.data.mix.schedule import Until, epoch_length, interleave, occurrences, per_source
+from uc_jupyter.data.stream.partition import epoch_order
+
+__all__ = ["MixPlan", "source_epochs", "source_items"]
+
+
+@dataclass(frozen=True)
+class MixPlan:
+    """One mix epoch: the weights it runs, its length, and each source's samples taken before it."""
+
+    weights: tuple[Fraction, ...]
+    length: int
+    bases: tuple[int, ...]
+    _schedule: list[npt.NDArray[np.int64]] = field(default_factory=list, compare=False, repr=False)
+
+    @classmethod
+    def first(
+        cls, weights: Sequence[Fraction | int | float], sizes: Sequence[int], until: Until, steps: int | None = None
+    ) -> MixPlan:
+        """The job's first mix epoch."""
+        exact = tuple(Fraction(w) for w in weights)
+        return cls(exact, epoch_length(exact, sizes, until, steps), (0,) * len(exact))
+
+    def following(
+        self, weights: Sequence[Fraction | int | float], sizes: Sequence[int], until: Until, steps: int | None = None
+    ) -> MixPlan:
+        """The next mix epoch, with ``weights`` (perhaps new ones)."""
+        exact = tuple(Fraction(w) for w in weights)
+        bases = tuple(b + c for b, c in zip(self.bases, self.counts, strict=True))
+        return MixPlan(exact, epoch_length(exact, sizes, until, steps), bases)
+
+    @property
+    def schedule(self) -> npt.NDArray[np.int64]:
+        """The source of each sample of the epoch (computed once)."""
+        if not self._schedule:
+            self._schedule.append(interleave(self.weights, self.length))
+        return self._schedule[0]
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """Samples of each source in the epoch."""
+        return per_source(self.schedule, len(self.weights))
+
+    def picks(self, positions: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """For samples at ``positions`` of the epoch: their sources, and each one's number among
+        all the samples ever taken of its source (see the module docstring)."""
+        schedule = self.schedule
+        sources = schedule[positions]
+        before = occurrences(schedule, len(self.weights))[positions]
+        return sources, before + np.asarray(self.bases, dtype=np.int64)[sources]
+
+    def to_state(self) -> dict[str, Any]:
+        """Plain values (weights as exact ``"p/q"`` strings) for a checkpoint."""
+        return {"weights": [str(w) for w in self.weights], "length": self.length, "bases": list(self.bases)}
+
+    @classmethod
+    def from_state(cls, value: Any) -> MixPlan:
+        try:
+            weights = tuple(Fraction(str(w)) for w in value["weights"])
+            bases = tuple(int(b) for b in value["bases"])
+            plan = cls(weights, int(value["length"]), bases)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            raise ValueError(f"not a mix schedule state: {value!r}") from None
+        if len(plan.bases) != len(plan.weights) or plan.length < 0 or min(plan.bases, default=0) < 0:
+            raise ValueError(f"not a mix schedule state: {value!r}")
+        return plan
+
+
+def source_epochs(taken: npt.NDArray[np.int64], size: int) -> npt.NDArray[np.int64]:
+    """The source's own epoch of each of its samples numbered ``taken``."""
+    return taken // size
+
+
+def source_items(taken: npt.NDArray[np.int64], size: int, *, shuffle: bool, seed: int) -> npt.NDArray[np.int64]:
+    """The items (positions in the source's listing or rows) of its samples numbered ``taken``:
+    each in its own epoch's order, as the source orders an epoch when read alone."""
+    epochs = source_epochs(taken, size)
+    items = np.empty(len(taken), dtype=np.int64)
+    for epoch in np.unique(epochs):
+        at = epochs == epoch
+        items[at] = epoch_order(size, shuffle=shuffle, seed=seed, epoch=int(epoch))[taken[at] % size]
+    return items
