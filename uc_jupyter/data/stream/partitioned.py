@@ -174,6 +174,15 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
         counters.skipped = skipped_share(self._skipped_count(), grid)
         return self._stream(shard.indices[skip:], counters, stream)
 
+    def part_of_mix(self, positions: npt.NDArray[np.int64], epoch: int) -> Iterator[Any]:
+        """This dataset's items at ``positions`` (its own ``epoch``), read as one part of a
+        :class:`~uc_jupyter.data.Mix`'s stream: through the same stages and counters as a pass of
+        its own, in the stream of this process's grid. The mix, not this dataset, keeps the position."""
+        grid = current_grid()
+        shard = Shard(indices=positions, rank_count=len(positions), padded=0, dropped=0)
+        counters = self._record(grid, grid, shard, epoch, 0, ())
+        return self._stream(positions, counters, stream_name(grid.rank, grid.worker))
+
     def _arrived(self, positions: StreamPositions, counters: StreamCounters) -> None:
         """A pass that started while its items arrived has all of them: its shard's figures, as
         :meth:`__iter__` sets them for a pass that starts on all its items."""
@@ -190,6 +199,11 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
             f"{self._identity()[0]}: {n} items leave rank {grid.rank} of {grid.world_size} nothing "
             f"with on_uneven={self.on_uneven!r}; use on_uneven='pad'"
         )
+
+    def sample_structure(self) -> str:
+        """What one sample of this dataset is, in words, known before anything is read: a
+        :class:`~uc_jupyter.data.Mix` of sources whose samples differ needs a collate that takes both."""
+        return "items"
 
     def items_in(self, element: Any) -> int:
         """How many items one yielded element holds (1; a table dataset yields batches of rows)."""

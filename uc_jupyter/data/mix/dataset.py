@@ -1,0 +1,259 @@
+"""``Mix``: several datasets read as one, each sample's source chosen by weight, resumable on any grid.
+
+A mix epoch is a sequence of samples whose sources follow the weights' schedule
+(:mod:`uc_jupyter.data.mix.schedule`); which item of its source each sample is follows from how many
+samples of that source came before (:mod:`uc_jupyter.data.mix.epochs`). The mix's samples are the
+items of a :class:`~uc_jupyter.data.stream.partitioned.PartitionedDataset`, split over ranks and
+DataLoader workers, checkpointed and resumed on the same grid or another by the same machinery as a
+single volume or table; each source reads its part of a stream through its own stages (cache,
+prefetch, decode, its own options), and was checked against the catalog when it was made.
+
+Example:
+    >>> from uc_jupyter.data import Mix, UCTableDataset, UCVolumeDataset
+    >>> mix = Mix([UCVolumeDataset("/Volumes/main/ml/images", decode="image"),   # doctest: +SKIP
+    ...            UCVolumeDataset("/Volumes/main/ml/crawl", decode="image", shuffle=True)],
+    ...           weights=[3, 1])
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from uc_jupyter import options as opt
+from uc_jupyter.data.mix.epochs import MixPlan, source_epochs, source_items
+from uc_jupyter.data.mix.schedule import UNTIL, Until, checked_weights
+from uc_jupyter.data.stream.partition import GrowingCount, OnUneven
+from uc_jupyter.data.stream.partitioned import PartitionedDataset
+from uc_jupyter.data.stream.stats import DatasetStats, StreamCounters
+
+__all__ = ["Mix"]
+
+
+class Mix(PartitionedDataset):
+    """A torch ``IterableDataset`` over several datasets, each sample's source chosen by weight.
+
+    Args:
+        sources: the datasets to mix (:class:`~uc_jupyter.data.UCVolumeDataset`,
+            :class:`~uc_jupyter.data.UCTableDataset`, an exported Parquet folder read as a volume
+            dataset), each made with its own options (decode, columns, filter, shuffle, seed, cache);
+            a table source's samples are single rows (dicts), whatever its ``batch_size``.
+        weights: one number >= 0 per source, in any unit (``[3, 1]`` is three quarters and a quarter).
+        until: when a mix epoch ends: ``"all_seen"`` (every source has given as many samples as it
+            has items), ``"first_exhausted"`` (the first source has), or ``"steps"`` (after ``steps``
+            samples of the whole job).
+        steps: the samples of a mix epoch with ``until="steps"``.
+        on_uneven: how the epoch's samples are evened out over ranks (as for a single dataset).
+
+    Proportions: the sources follow a fixed schedule of the weights alone, the same on every rank.
+    Every prefix of the schedule holds each source ``floor`` or ``ceil`` of its weight share times
+    its length, so every window of ``W`` consecutive samples holds it within 2 of its share of ``W``
+    (within 1 with two sources; within 1 for every weight vector is impossible, see
+    :mod:`uc_jupyter.data.mix.schedule`). The job's samples are the schedule in order: with
+    ``num_workers`` 0 or 1, each step of all ranks together takes the next ``batch_size x
+    world_size`` samples of it; with more workers, each round of ``num_workers`` steps does.
+
+    Epochs: a source that runs out within a mix epoch begins its next epoch (reshuffled with its own
+    epoch number, exactly as it would alone) while the others go on; a mix epoch takes every
+    source from where the last one left it. Within each of its own epochs every item of a source
+    comes once across all ranks and workers (with ``on_uneven="pad"`` the reported padding repeats).
+
+    Resume (``state_dict()``, or a :class:`~uc_jupyter.data.DataLoader` of the mix in a ``dcp``
+    checkpoint): the state holds the mix's position and the schedule of its epoch (its weights and
+    where each source stood). On the same grid the mix continues batch for batch; on another world
+    size or ``num_workers`` the rest of the epoch is split over the new grid, each source
+    delivering exactly the samples its current epoch had not. The weights (and ``until``, ``steps``)
+    may change at resume: the interrupted mix epoch finishes with the weights it began with, so no
+    sample of a source's epoch repeats or is skipped, and the new weights rule from the next mix
+    epoch. A checkpoint of other sources is refused, naming the first that differs.
+
+    Example:
+        >>> mix = Mix([images, captions], weights=[3, 1], until="first_exhausted")  # doctest: +SKIP
+        >>> loader = DataLoader(mix, batch_size=64, collate_fn=my_collate)           # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[PartitionedDataset],
+        weights: Sequence[float],
+        *,
+        until: Until = "all_seen",
+        steps: int | None = None,
+        on_uneven: OnUneven = "pad",
+    ) -> None:
+        super().__init__(shuffle=False, seed=0, on_uneven=on_uneven)
+        if isinstance(sources, PartitionedDataset) or not isinstance(sources, Sequence) or not sources:
+            raise ValueError("Mix needs a list of datasets (UCVolumeDataset, UCTableDataset), one per source")
+        for i, source in enumerate(sources):
+            if not isinstance(source, PartitionedDataset) or isinstance(source, Mix):
+                raise ValueError(
+                    f"source {i} of the mix is a {type(source).__name__}: give UCVolumeDataset or UCTableDataset"
+                )
+        self.sources = tuple(sources)
+        self.names = tuple(source._identity()[0] for source in self.sources)
+        _refuse_repeats(self.sources, self.names)
+        self.weights = checked_weights(weights, self.names)
+        self.until: Until = opt.choice("until", until, UNTIL)
+        self.steps = opt.maybe_whole_number("steps", steps, minimum=1)
+        if (self.until == "steps") != (self.steps is not None):
+            raise ValueError('give steps= with until="steps" (the samples of a mix epoch), and only then')
+        self.sizes = tuple(source._item_count() for source in self.sources)
+        for name, size in zip(self.names, self.sizes, strict=True):
+            if size == 0:
+                raise ValueError(f"{name} has no items to mix")
+        self._anchor: tuple[int, MixPlan] = (0, self._first_plan())
+        self._running: int | None = None  # the epoch of the pass started last here
+
+    # ---------------------------------------------------------------- the plan of each epoch
+    def _first_plan(self) -> MixPlan:
+        return MixPlan.first(self.weights, self.sizes, self.until, self.steps)
+
+    def plan(self, epoch: int) -> MixPlan:
+        """Mix epoch ``epoch``'s plan: after a resumed epoch, the ones that follow it take the
+        current weights; before it (``set_epoch`` back), the current weights from the job's start."""
+        anchored, plan = self._anchor
+        if epoch < anchored:
+            anchored, plan = 0, self._first_plan()
+        if epoch == anchored:
+            return plan
+        plan = plan.following(self.weights, self.sizes, self.until, self.steps)
+        # Later epochs of the same weights take the same counts each: no need to walk them one by one.
+        later = epoch - anchored - 1
+        bases = tuple(b + later * c for b, c in zip(plan.bases, plan.counts, strict=True))
+        return MixPlan(plan.weights, plan.length, bases)
+
+    def plan_state(self, epoch: int) -> dict[str, Any]:
+        """The schedule of mix epoch ``epoch`` as a checkpoint holds it (see :meth:`MixPlan.to_state`)."""
+        return self.plan(epoch).to_state()
+
+    # ---------------------------------------------------------------- PartitionedDataset
+    def __repr__(self) -> str:
+        """Example: ``Mix(/Volumes/main/ml/a x 3, main.ml.t x 1, until='all_seen')``."""
+        parts = ", ".join(f"{n} x {w}" for n, w in zip(self.names, self.weights, strict=True))
+        return f"Mix({parts}, until={self.until!r})"
+
+    def _item_count(self) -> int:
+        epoch = self._running if self._running is not None else self._next_epoch
+        return self.plan(epoch).length
+
+    def _identity(self) -> tuple[str, str]:
+        # The sources only: the weights and the epoch rule may change at resume.
+        sources = [asdict(source.fingerprint()) for source in self.sources]
+        return f"mix of {', '.join(self.names)}", json.dumps(sources, sort_keys=True)
+
+    def _arriving(self) -> GrowingCount | None:
+        return None  # the sizes of every source are known when the mix is made
+
+    def _take_epoch(self) -> int:
+        self._running = super()._take_epoch()
+        return self._running
+
+    def set_epoch(self, epoch: int) -> None:
+        super().set_epoch(epoch)
+        self._running = None
+
+    def sample_structure(self) -> str:
+        kinds = {source.sample_structure() for source in self.sources}
+        return kinds.pop() if len(kinds) == 1 else "mixed"
+
+    def structure_mismatch(self) -> str | None:
+        """A one-line reason when the sources' samples differ (a collate must handle both), else None."""
+        first = self.sources[0].sample_structure()
+        for name, source in zip(self.names[1:], self.sources[1:], strict=True):
+            theirs = source.sample_structure()
+            if theirs != first:
+                return (
+                    f"the mix's sources yield different samples: {self.names[0]} {first}, {name} {theirs}; "
+                    "give the DataLoader a collate_fn that takes both, or decode them alike"
+                )
+        return None
+
+    def _stream(self, positions: Any, counters: StreamCounters, stream: str) -> Iterator[Any]:
+        plan = self.plan(counters.epoch)
+        sources, taken = plan.picks(np.asarray(positions, dtype=np.int64))
+        parts = [self._part(j, taken[sources == j]) for j in range(len(self.sources))]
+        return self._interleaved(sources.tolist(), parts, counters, stream)
+
+    def _part(self, source: int, taken: npt.NDArray[np.int64]) -> Iterator[Any]:
+        """Source ``source``'s samples numbered ``taken`` (in order), read by the source itself."""
+        if len(taken) == 0:
+            return iter(())
+        dataset, size = self.sources[source], self.sizes[source]
+        items = source_items(taken, size, shuffle=dataset.shuffle, seed=dataset.seed)
+        first_epoch = int(source_epochs(taken[:1], size)[0])
+        part = dataset.part_of_mix(items, first_epoch)
+        # A table reads rows in batches of its batch_size: a mix takes them one row at a time.
+        return _rows(part) if type(dataset).items_in is not PartitionedDataset.items_in else part
+
+    def _interleaved(
+        self, sources: list[int], parts: list[Iterator[Any]], counters: StreamCounters, stream: str
+    ) -> Iterator[Any]:
+        for source in sources:
+            sample = next(parts[source])
+            self._count(counters, stream, delivered=1, files=1)
+            yield sample
+
+    def stats(self) -> DatasetStats:
+        """The mix's streams in this process (each sample counted as one file)."""
+        return DatasetStats(streams=self.stream_stats(), listed_files=sum(self.sizes))
+
+    # ---------------------------------------------------------------- checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """As :meth:`PartitionedDataset.state_dict`, with the schedule of the state's mix epoch."""
+        state = super().state_dict()
+        return {**state, "schedule": self.plan_state(int(state["epoch"]))}
+
+    def load_state_dict(self, state: dict[str, Any], grid: Any = None) -> None:
+        """Resume ``state``: refused, naming the source, when it is a mix of other sources; its
+        mix epoch runs the schedule it began with (see the class docstring)."""
+        given = state.get("fingerprint") if isinstance(state, dict) else None
+        if not isinstance(given, dict) or not str(given.get("source", "")).startswith("mix of"):
+            raise ValueError("not a Mix state: it has no mix fingerprint (is it a single dataset's?)")
+        self._refuse_other_sources(given)
+        super().load_state_dict(state, grid)
+        schedule = state.get("schedule")
+        if schedule is not None:
+            self._anchor = (int(state["epoch"]), MixPlan.from_state(schedule))
+            self._running = None
+
+    def _refuse_other_sources(self, given: dict[str, Any]) -> None:
+        try:
+            theirs = json.loads(given["version"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("not a Mix state: its fingerprint does not list its sources") from None
+        ours = [asdict(source.fingerprint()) for source in self.sources]
+        if len(theirs) != len(ours):
+            raise ValueError(f"cannot resume: the checkpoint mixes {len(theirs)} sources, this mix {len(ours)}")
+        for i, (then, now) in enumerate(zip(theirs, ours, strict=True)):
+            differs = [key for key in now if then.get(key) != now[key]]
+            if differs:
+                key = differs[0]
+                raise ValueError(
+                    f"cannot resume the mix: its source {i} ({now['source']}) has {key} {now[key]!r}, "
+                    f"the checkpoint's ({then.get('source')}) {then.get(key)!r}"
+                )
+
+
+def _refuse_repeats(sources: Sequence[PartitionedDataset], names: Sequence[str]) -> None:
+    seen: dict[tuple[str, str], int] = {}
+    for i, source in enumerate(sources):
+        identity = source._identity()
+        if identity in seen:
+            raise ValueError(
+                f"{names[i]} is listed twice in the mix (sources {seen[identity]} and {i}): list it once, "
+                "with the sum of its weights"
+            )
+        seen[identity] = i
+
+
+def _rows(batches: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """A table's dict batches as one dict per row."""
+    for batch in batches:
+        count = len(next(iter(batch.values()))) if batch else 0
+        for row in range(count):
+            yield {name: column[row] for name, column in batch.items()}
