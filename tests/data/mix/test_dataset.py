@@ -20,14 +20,14 @@ VolumeMaker = Callable[..., tuple[str, Path]]
 
 
 @pytest.fixture
-def volumes(local_volume: VolumeMaker) -> Callable[[list[int]], list[str]]:
-    """Volumes v0, v1, ... of the given file counts; returns their /Volumes paths."""
+def volumes(local_volume: VolumeMaker) -> Callable[..., list[str]]:
+    """Volumes v0, v1, ... of the given file counts (of ``size`` bytes); returns their /Volumes paths."""
 
-    def make(counts: list[int]) -> list[str]:
+    def make(counts: list[int], size: int = 8) -> list[str]:
         paths = []
         for i, count in enumerate(counts):
             path, folder = local_volume(f"v{i}")
-            write_files(folder, count, size=8, prefix=f"v{i}-")
+            write_files(folder, count, size=size, prefix=f"v{i}-")
             paths.append(path)
         return paths
 
@@ -54,7 +54,7 @@ def names_of(batch: list[Any]) -> list[str]:
 
 
 def test_a_volume_and_a_table_mix_in_proportion_each_read_once_per_its_epoch(
-    volumes: Callable[[list[int]], list[str]], table: str
+    volumes: Callable[..., list[str]], table: str
 ) -> None:
     [images] = volumes([6])
     mix = Mix([UCVolumeDataset(images), UCTableDataset(table, batch_size=3)], [3, 1], until="first_exhausted")
@@ -69,7 +69,7 @@ def test_a_volume_and_a_table_mix_in_proportion_each_read_once_per_its_epoch(
 
 
 def test_a_dataloader_batches_a_mix_with_a_collate_that_takes_both_and_refuses_one_that_cannot(
-    volumes: Callable[[list[int]], list[str]], table: str
+    volumes: Callable[..., list[str]], table: str
 ) -> None:
     [images] = volumes([3])
     mix = Mix([UCVolumeDataset(images), UCTableDataset(table)], weights=[1, 1])
@@ -82,7 +82,7 @@ def test_a_dataloader_batches_a_mix_with_a_collate_that_takes_both_and_refuses_o
     assert list(loader) == expected
 
 
-def test_until_first_exhausted_and_steps_end_a_mix_epoch(volumes: Callable[[list[int]], list[str]]) -> None:
+def test_until_first_exhausted_and_steps_end_a_mix_epoch(volumes: Callable[..., list[str]]) -> None:
     small, big = volumes([2, 9])
     assert len(Mix([UCVolumeDataset(small), UCVolumeDataset(big)], [1, 1], until="first_exhausted")) == 3
     assert len(Mix([UCVolumeDataset(small), UCVolumeDataset(big)], [1, 1], until="steps", steps=5)) == 5
@@ -103,7 +103,7 @@ def five_sources(paths: list[str]) -> Mix:
     return Mix([UCVolumeDataset(p, shuffle=i % 2 == 0, seed=i) for i, p in enumerate(paths)], weights=[1, 2, 3, 1, 1])
 
 
-def test_five_sources_resume_after_their_first_epoch_batch_for_batch(volumes: Callable[[list[int]], list[str]]) -> None:
+def test_five_sources_resume_after_their_first_epoch_batch_for_batch(volumes: Callable[..., list[str]]) -> None:
     # litdata #694: a combined dataset failed to resume after its first epoch.
     paths = volumes([3, 4, 5, 6, 7])
     whole = DataLoader(five_sources(paths), batch_size=3, num_workers=0, collate_fn=names_of)
@@ -121,7 +121,7 @@ def test_five_sources_resume_after_their_first_epoch_batch_for_batch(volumes: Ca
     assert run(resumed) == uninterrupted[2]
 
 
-def test_each_source_is_read_once_per_its_own_epoch_across_passes(volumes: Callable[[list[int]], list[str]]) -> None:
+def test_each_source_is_read_once_per_its_own_epoch_across_passes(volumes: Callable[..., list[str]]) -> None:
     paths = volumes([3, 4, 5, 6, 7])
     mix = five_sources(paths)
     seen: dict[str, list[str]] = defaultdict(list)
@@ -135,7 +135,7 @@ def test_each_source_is_read_once_per_its_own_epoch_across_passes(volumes: Calla
 
 
 def test_a_mix_resumed_on_more_ranks_delivers_each_sample_left_once(
-    volumes: Callable[[list[int]], list[str]], monkeypatch: pytest.MonkeyPatch
+    volumes: Callable[..., list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     paths = volumes([3, 4, 5])
 
@@ -159,7 +159,7 @@ def test_a_mix_resumed_on_more_ranks_delivers_each_sample_left_once(
 
 
 def test_weights_changed_at_resume_finish_the_epoch_then_rule_the_next(
-    volumes: Callable[[list[int]], list[str]],
+    volumes: Callable[..., list[str]],
 ) -> None:
     a, b = volumes([4, 4])
     old = Mix([UCVolumeDataset(a), UCVolumeDataset(b)], [1, 1])
@@ -178,7 +178,7 @@ def test_weights_changed_at_resume_finish_the_epoch_then_rule_the_next(
 
 
 def test_a_checkpoint_of_other_sources_is_refused_naming_the_source(
-    volumes: Callable[[list[int]], list[str]], table: str
+    volumes: Callable[..., list[str]], table: str
 ) -> None:
     a, b = volumes([3, 4])
     mix = Mix([UCVolumeDataset(a), UCVolumeDataset(b)], [1, 1])
@@ -193,7 +193,7 @@ def test_a_checkpoint_of_other_sources_is_refused_naming_the_source(
         other.load_state_dict(UCVolumeDataset(a).state_dict())
 
 
-def test_bad_mixes_are_refused_in_one_line(volumes: Callable[[list[int]], list[str]], table: str) -> None:
+def test_bad_mixes_are_refused_in_one_line(volumes: Callable[..., list[str]], table: str) -> None:
     a, b = volumes([3, 4])
     va, vb = UCVolumeDataset(a), UCVolumeDataset(b)
     refusals: list[tuple[Callable[[], object], str]] = [
@@ -213,7 +213,7 @@ def test_bad_mixes_are_refused_in_one_line(volumes: Callable[[list[int]], list[s
 
 
 def test_with_workers_a_mix_resumes_batch_for_batch_and_onto_another_worker_count(
-    volumes: Callable[[list[int]], list[str]], table: str
+    volumes: Callable[..., list[str]], table: str
 ) -> None:
     a, b = volumes([5, 7])
 
@@ -233,3 +233,19 @@ def test_with_workers_a_mix_resumes_batch_for_batch_and_onto_another_worker_coun
     other.load_state_dict(state)
     rest = [name for batch in run(other) for name in batch]
     assert Counter([n for batch in taken for n in batch] + rest) == Counter(n for batch in whole for n in batch)
+
+
+def test_paths_streamed_through_a_cache_stay_valid_until_the_loop_moves_past_their_batch(
+    volumes: Callable[..., list[str]], tmp_path: Path
+) -> None:
+    # Past a full cache a file is deleted once its source releases it, which must wait for the loop.
+    a, b = volumes([24, 12], size=1000)
+    budget = {"cache": "always", "cache_max_bytes": 9 * 1000, "min_free_bytes": 0, "prefetch": 2, "pin_window": 1}
+    sources = [UCVolumeDataset(p, cache_dir=tmp_path / p.rsplit("/", 1)[1], **budget) for p in (a, b)]
+    mix = Mix(sources, [2, 1])
+    for workers in (0, 2):
+        loader = DataLoader(mix, batch_size=4, num_workers=workers, collate_fn=list, mlflow=False)
+        read = [Path(path).read_bytes()[:8] for batch in loader for path in batch]  # read as the loop gets it
+        assert len(read) == len(mix)
+        if workers == 0:  # the budget was full: files did stream through (counted in this process)
+            assert sum(s.streamed for source in sources for s in source.stats().streams) > 0

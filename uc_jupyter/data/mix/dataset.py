@@ -27,7 +27,9 @@ import numpy.typing as npt
 
 from uc_jupyter import options as opt
 from uc_jupyter.data.mix.epochs import MixPlan, source_epochs, source_items
+from uc_jupyter.data.mix.part_consumer import PartConsumer
 from uc_jupyter.data.mix.schedule import UNTIL, Until, checked_weights
+from uc_jupyter.data.stream import loop_progress as consumer
 from uc_jupyter.data.stream.partition import GrowingCount, OnUneven
 from uc_jupyter.data.stream.partitioned import PartitionedDataset
 from uc_jupyter.data.stream.stats import DatasetStats, StreamCounters
@@ -176,6 +178,10 @@ class Mix(PartitionedDataset):
     def _stream(self, positions: Any, counters: StreamCounters, stream: str) -> Iterator[Any]:
         plan = self.plan(counters.epoch)
         sources, taken = plan.picks(np.asarray(positions, dtype=np.int64))
+        whole = consumer.of(self)  # the loader binds the mix's consumer as the pass starts
+        for j, source in enumerate(self.sources):
+            # Each source keeps its files until the loop is past the batch that holds them.
+            consumer.install_part(source, PartConsumer(whole, np.flatnonzero(sources == j)))
         parts = [self._part(j, taken[sources == j]) for j in range(len(self.sources))]
         return self._interleaved(sources.tolist(), parts, counters, stream)
 
