@@ -224,4 +224,7 @@ def of(dataset: object) -> Consumer:
     bound = _bound
     if bound is not None and bound[0] is dataset:
         return bound[1]
-    return _parts.get(dataset, UNKNOWN)
+    try:
+        return _parts.get(dataset, UNKNOWN)
+    except TypeError:  # an object that cannot be weakly referred to was never bound as a part
+        return UNKNOWN
