@@ -249,3 +249,22 @@ def test_paths_streamed_through_a_cache_stay_valid_until_the_loop_moves_past_the
         assert len(read) == len(mix)
         if workers == 0:  # the budget was full: files did stream through (counted in this process)
             assert sum(s.streamed for source in sources for s in source.stats().streams) > 0
+
+
+def test_the_loaders_stats_count_each_sources_samples_and_epoch_over_its_workers(
+    volumes: Callable[..., list[str]],
+) -> None:
+    a, b = volumes([6, 2])
+    mix = Mix([UCVolumeDataset(a), UCVolumeDataset(b)], [3, 1])  # all_seen: 6 of a, 2 of b
+    loader = DataLoader(mix, batch_size=2, num_workers=2, collate_fn=names_of, mlflow=False)
+    for _ in range(2):
+        list(loader)
+    stats = loader.stats()
+    assert stats.source_samples == (12, 4) and stats.source_epochs == (1, 1)
+    assert [str(row) for row in mix.figures(stats)] == [
+        f"{a}: 12 samples, 75.0% of the mix (asked 75.0%), its epoch 1",
+        f"{b}: 4 samples, 25.0% of the mix (asked 25.0%), its epoch 1",
+    ]
+    alone = Mix([UCVolumeDataset(a), UCVolumeDataset(b)], [1, 1])
+    list(alone)  # without a loader: this process's streams
+    assert [(row.samples, row.epoch) for row in alone.figures()] == [(6, 0), (5, 2)]  # 1:1 until a has given 6

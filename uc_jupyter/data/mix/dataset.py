@@ -27,12 +27,15 @@ import numpy.typing as npt
 
 from uc_jupyter import options as opt
 from uc_jupyter.data.mix.epochs import MixPlan, source_epochs, source_items
+from uc_jupyter.data.mix.figures import SourceFigures, source_figures
 from uc_jupyter.data.mix.part_consumer import PartConsumer
 from uc_jupyter.data.mix.schedule import UNTIL, Until, checked_weights
 from uc_jupyter.data.stream import loop_progress as consumer
 from uc_jupyter.data.stream.partition import GrowingCount, OnUneven
 from uc_jupyter.data.stream.partitioned import PartitionedDataset
 from uc_jupyter.data.stream.stats import DatasetStats, StreamCounters
+from uc_jupyter.telemetry import producer
+from uc_jupyter.telemetry.model import Snapshot
 
 __all__ = ["Mix"]
 
@@ -183,7 +186,12 @@ class Mix(PartitionedDataset):
             # Each source keeps its files until the loop is past the batch that holds them.
             consumer.install_part(source, PartConsumer(whole, np.flatnonzero(sources == j)))
         parts = [self._part(j, taken[sources == j]) for j in range(len(self.sources))]
-        return self._interleaved(sources.tolist(), parts, counters, stream)
+        sizes = np.asarray(self.sizes, dtype=np.int64)
+        epochs = source_epochs(taken, sizes[sources]) if len(taken) else taken
+        if len(counters.source_samples) != len(self.sources):  # counters of this stream, cumulative over passes
+            counters.source_samples[:] = [0] * len(self.sources)
+            counters.source_epochs[:] = [0] * len(self.sources)
+        return self._interleaved(sources.tolist(), epochs.tolist(), parts, counters, stream)
 
     def _part(self, source: int, taken: npt.NDArray[np.int64]) -> Iterator[Any]:
         """Source ``source``'s samples numbered ``taken`` (in order), read by the source itself."""
@@ -197,16 +205,44 @@ class Mix(PartitionedDataset):
         return _rows(part) if type(dataset).items_in is not PartitionedDataset.items_in else part
 
     def _interleaved(
-        self, sources: list[int], parts: list[Iterator[Any]], counters: StreamCounters, stream: str
+        self,
+        sources: list[int],
+        epochs: list[int],
+        parts: list[Iterator[Any]],
+        counters: StreamCounters,
+        stream: str,
     ) -> Iterator[Any]:
-        positions = self._positions
-        for source in sources:
+        positions, per_source, latest = self._positions, counters.source_samples, counters.source_epochs
+        for source, epoch in zip(sources, epochs, strict=True):
             sample = next(parts[source])
             # _count written out and without its lock, as it runs per sample: this stream is the only
             # writer of its counters and position (readers see a count a sample late at worst).
             counters.files += 1
+            per_source[source] += 1
+            latest[source] = epoch
             positions[stream] += 1
             yield sample
+        for part in parts:  # each has given all it had: let it end as a pass of its own ends (its files released)
+            for _ in part:
+                raise RuntimeError("a source of the mix gave more samples than its part of the stream")
+        producer.notify(final=True)  # the pass's last counters, the mix's whole, reach the loop
+
+    def figures(self, stats: Snapshot | None = None) -> tuple[SourceFigures, ...]:
+        """Each source's samples, their share of the mix against the share asked (the current
+        weights), and its own epoch: from ``stats`` (a loader's ``stats()``, every worker and rank
+        it has heard from), else from the streams run in this process.
+
+        Example:
+            >>> for row in mix.figures(loader.stats()): print(row)  # doctest: +SKIP
+            /Volumes/main/ml/curated: 4,800 samples, 75.0% of the mix (asked 75.0%), its epoch 1
+        """
+        if stats is not None:
+            samples, epochs = stats.source_samples, stats.source_epochs
+        else:
+            streams = [s for s in self.stream_stats() if s.source_samples]
+            samples = tuple(sum(c) for c in zip(*(s.source_samples for s in streams), strict=True))
+            epochs = tuple(max(e) for e in zip(*(s.source_epochs for s in streams), strict=True))
+        return source_figures(self.names, self.weights, samples, epochs)
 
     def stats(self) -> DatasetStats:
         """The mix's streams in this process (each sample counted as one file)."""

@@ -100,8 +100,9 @@ class MixPlan:
         return plan
 
 
-def source_epochs(taken: npt.NDArray[np.int64], size: int) -> npt.NDArray[np.int64]:
-    """The source's own epoch of each of its samples numbered ``taken``."""
+def source_epochs(taken: npt.NDArray[np.int64], size: int | npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The source's own epoch of each of its samples numbered ``taken`` (``size``: its items, or
+    each sample's source's)."""
     return taken // size
 
 
