@@ -425,3 +425,34 @@ def test_a_principal_who_may_not_read_one_source_is_refused_naming_it(two_volume
     may_read_the_data_only(two_volumes, "alice")  # main.ml.docs, not main.ml.notes
     with two_volumes.as_principal("alice"), pytest.raises(Exception, match="alice lacks READ VOLUME on main.ml.notes"):
         load([VOLUME, NOTES], weights=[1, 1], to="dataset")
+
+
+def test_a_mix_saved_on_2_ranks_resumes_on_3_with_each_sample_left_once(two_volumes: LocalCatalog) -> None:
+    """The job's mix position is gathered from every rank into the checkpoint, and 3 ranks share what
+    the 2 had not delivered of the epoch: every sample of it once, over both runs."""
+    from uc_jupyter.distributed.pool import RankPool
+
+    make = f"load([{VOLUME!r}, {NOTES!r}], weights=[2, 1], decode='text', batch_size=1, num_workers=0"
+    first = textwrap.dedent(
+        f"""
+        import torch.distributed.checkpoint as dcp
+        from uc_jupyter.checkpoint import UCVolumeWriter
+        from uc_jupyter.loading import load
+        loader = {make})
+        taken = next(iter(loader))
+        dcp.save({{"data": loader}}, storage_writer=UCVolumeWriter({RUN!r} + "/step-1"))
+        taken
+        """
+    )
+    then = f"from uc_jupyter.loading import load\n[t for batch in {make}, resume={RUN!r}) for t in batch]"
+    two = RankPool(2, devices="cpu", stop_grace=2.0)
+    try:
+        taken = [text for rank in two.execute(first) for text in rank]
+    finally:
+        two.shutdown()
+    three = RankPool(3, devices="cpu", stop_grace=2.0)
+    try:
+        rest = [text for rank in three.execute(then) for text in rank]
+    finally:
+        three.shutdown()
+    assert len(taken) == 2 and sorted(taken + rest) == ["doc 0", "doc 1", "doc 2", "note 0", "note 1"]

@@ -142,6 +142,11 @@ class Mix(PartitionedDataset):
         parts = ", ".join(f"{n} x {w}" for n, w in zip(self.names, self.weights, strict=True))
         return f"Mix({parts}, until={self.until!r})"
 
+    @property
+    def name(self) -> str:
+        """``"mix of /Volumes/main/ml/a, main.ml.t"``: what the loader's dashboard is titled with."""
+        return f"mix of {', '.join(self.names)}"
+
     def _item_count(self) -> int:
         epoch = self._running if self._running is not None else self._next_epoch
         return self.plan(epoch).length
@@ -149,7 +154,7 @@ class Mix(PartitionedDataset):
     def _identity(self) -> tuple[str, str]:
         # The sources only: the weights and the epoch rule may change at resume.
         sources = [asdict(source.fingerprint()) for source in self.sources]
-        return f"mix of {', '.join(self.names)}", json.dumps(sources, sort_keys=True)
+        return self.name, json.dumps(sources, sort_keys=True)
 
     def _arriving(self) -> GrowingCount | None:
         return None  # the sizes of every source are known when the mix is made
