@@ -158,22 +158,28 @@ def test_a_mix_resumed_on_more_ranks_delivers_each_sample_left_once(
     assert Counter(taken + rest) == Counter(whole)  # nothing repeated, nothing skipped
 
 
-def test_weights_changed_at_resume_finish_the_epoch_then_rule_the_next(
+def test_weights_changed_at_resume_rule_from_the_resume_point_and_each_source_gives_what_it_owed(
     volumes: Callable[..., list[str]],
 ) -> None:
     a, b = volumes([4, 4])
     old = Mix([UCVolumeDataset(a), UCVolumeDataset(b)], [1, 1])
-    uninterrupted = [source_of(s) for s in old]
-    old.set_epoch(0)
     stream = iter(old)
     taken = [name_of(next(stream)) for _ in range(3)]
-    state = old.state_dict()
+    assert taken == ["v0-00000.bin", "v1-00000.bin", "v0-00001.bin"]
     new = Mix([UCVolumeDataset(a), UCVolumeDataset(b)], [3, 1])
-    new.load_state_dict(state)
+    new.load_state_dict(old.state_dict())
     rest = [name_of(s) for s in new]
-    assert len(taken + rest) == len(uninterrupted) == 8
-    assert sorted(taken + rest) == sorted([f"v0-{i:05d}.bin" for i in range(4)] + [f"v1-{i:05d}.bin" for i in range(4)])
-    following = [source_of(s) for s in new]  # the next mix epoch: 3 of v0 for each of v1, until v1 has 4
+    # 3:1 from the resume point, until v1 has given the 3 samples its epoch still owed; each source's
+    # owed samples first (v0's 2 and 3), then v0 goes on into its next epoch.
+    assert [source_of(s) for s in rest] == ["v0", "v0", "v1", "v0"] * 2 + ["v0", "v0", "v1"]
+    assert [n for n in rest if n.startswith("v1")] == ["v1-00001.bin", "v1-00002.bin", "v1-00003.bin"]
+    assert [n for n in rest if n.startswith("v0")][:4] == [
+        "v0-00002.bin",
+        "v0-00003.bin",
+        "v0-00000.bin",
+        "v0-00001.bin",
+    ]
+    following = [source_of(s) for s in new]  # the next mix epoch: 3:1 again, until v1 has given 4
     assert following == ["v0", "v0", "v1", "v0"] * 3 + ["v0", "v0", "v1"]
 
 

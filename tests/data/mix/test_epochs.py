@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import replace
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -134,3 +135,31 @@ def test_a_plan_reads_back_from_its_state_and_bad_states_are_refused() -> None:
     with pytest.raises(ValueError, match="^not a mix schedule state"):
         MixPlan.from_state({"weights": ["1"], "length": 3, "bases": [0, 0]})
     assert replace(mix, bases=(0, 0)) != mix
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data(), sizes_st, until_st, st.integers(1, 3), st.integers(0, 2), st.integers(0, 3))
+def test_weights_changed_mid_epoch_rule_from_the_resume_point_and_nothing_is_repeated_or_skipped(
+    data: st.DataObject, sizes: list[int], until: str, world: int, workers: int, epochs: int
+) -> None:
+    weights, new = data.draw(weights_for(sizes)), data.draw(weights_for(sizes))
+    mix = MixPlan.first(weights, sizes, until)  # type: ignore[arg-type]
+    delivered = np.zeros(mix.length, dtype=bool)
+    for grid in grids(world, workers):  # each stream interrupted anywhere: holes below the frontier
+        indices = plan(mix.length, grid, on_uneven="allow").indices
+        delivered[indices[: data.draw(st.integers(0, len(indices)))]] = True
+    taken: dict[int, list[int]] = defaultdict(list)
+    sources, numbers = mix.picks(np.flatnonzero(delivered))
+    for j, m in zip(sources.tolist(), numbers.tolist(), strict=True):
+        taken[j].append(m)
+    rest = mix.rebased(delivered, new, until)  # type: ignore[arg-type]
+    assert rest.weights == tuple(Fraction(w) for w in new)  # the new weights from the resume point
+    current = rest
+    for _ in range(epochs + 1):
+        sources, numbers = current.picks(np.arange(current.length))
+        for j, m in zip(sources.tolist(), numbers.tolist(), strict=True):
+            taken[j].append(m)
+        current = current.following(new, sizes, until)  # type: ignore[arg-type]
+    for j in range(len(sizes)):  # every sample number below where the source stands, once, but those still owed
+        owed = set(current.holes[j]) if current.holes else set()
+        assert sorted(taken[j]) == sorted(set(range(current.bases[j])) - owed), j

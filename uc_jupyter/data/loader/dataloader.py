@@ -444,8 +444,10 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         if not callable(loader_state):
             raise TypeError(f"{type(self.dataset).__name__} cannot resume: it has no load_state_dict()")
         grid = self._grid()
-        loader_state(state, grid=grid)  # checks the data, and readies the dataset's streams
-        self._position.load(state, grid, self._on_uneven())
+        # Checks the data and readies the dataset's streams; a dataset that resumes another position
+        # than the one given (a Mix with new weights: the rest of its epoch as a new plan) returns it.
+        resumed = loader_state(state, grid=grid)
+        self._position.load(resumed if isinstance(resumed, dict) else state, grid, self._on_uneven())
         self._iterator = None  # persistent workers hold the old position: start fresh ones
 
     def _on_uneven(self) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -29,10 +30,11 @@ from uc_jupyter import options as opt
 from uc_jupyter.data.mix.epochs import MixPlan, source_epochs, source_items
 from uc_jupyter.data.mix.figures import SourceFigures, source_figures
 from uc_jupyter.data.mix.part_consumer import PartConsumer
-from uc_jupyter.data.mix.schedule import UNTIL, Until, checked_weights
+from uc_jupyter.data.mix.schedule import UNTIL, Until, checked_weights, epoch_length
 from uc_jupyter.data.stream import loop_progress as consumer
 from uc_jupyter.data.stream.partition import GrowingCount, OnUneven
 from uc_jupyter.data.stream.partitioned import PartitionedDataset
+from uc_jupyter.data.stream.resume import Position, remaining
 from uc_jupyter.data.stream.stats import DatasetStats, StreamCounters
 from uc_jupyter.telemetry import producer
 from uc_jupyter.telemetry.model import Snapshot
@@ -73,9 +75,14 @@ class Mix(PartitionedDataset):
     where each source stood). On the same grid the mix continues batch for batch; on another world
     size or ``num_workers`` the rest of the epoch is split over the new grid, each source
     delivering exactly the samples its current epoch had not. The weights (and ``until``, ``steps``)
-    may change at resume: the interrupted mix epoch finishes with the weights it began with, so no
-    sample of a source's epoch repeats or is skipped, and the new weights rule from the next mix
-    epoch. A checkpoint of other sources is refused, naming the first that differs.
+    may change at resume: the new weights rule from the resume point (the window guarantee holds from
+    there), each source first giving the samples the interrupted epoch still owed it, so no sample of
+    a source's epoch repeats or is skipped; the rest of that epoch lasts until each source
+    (``"all_seen"``) or the first (``"first_exhausted"``) has given what it owed, or for the samples
+    left (``"steps"``), and what a source still owes then comes first in the next epoch. (A state
+    taken without ``torch.distributed`` on several ranks lacks the other ranks' counts: its epoch
+    then ends with the weights it began with.) A checkpoint of other sources is refused, naming the
+    first that differs.
 
     Example:
         >>> mix = Mix([images, captions], weights=[3, 1], until="first_exhausted")  # doctest: +SKIP
@@ -127,10 +134,12 @@ class Mix(PartitionedDataset):
         if epoch == anchored:
             return plan
         plan = plan.following(self.weights, self.sizes, self.until, self.steps)
+        while plan.holes and anchored + 1 < epoch:  # samples still owed: walk the epochs that take them
+            anchored, plan = anchored + 1, plan.following(self.weights, self.sizes, self.until, self.steps)
         # Later epochs of the same weights take the same counts each: no need to walk them one by one.
         later = epoch - anchored - 1
         bases = tuple(b + later * c for b, c in zip(plan.bases, plan.counts, strict=True))
-        return MixPlan(plan.weights, plan.length, bases)
+        return MixPlan(plan.weights, plan.length, bases, plan.holes)
 
     def plan_state(self, epoch: int) -> dict[str, Any]:
         """The schedule of mix epoch ``epoch`` as a checkpoint holds it (see :meth:`MixPlan.to_state`)."""
@@ -259,18 +268,43 @@ class Mix(PartitionedDataset):
         state = super().state_dict()
         return {**state, "schedule": self.plan_state(int(state["epoch"]))}
 
-    def load_state_dict(self, state: dict[str, Any], grid: Any = None) -> None:
-        """Resume ``state``: refused, naming the source, when it is a mix of other sources; its
-        mix epoch runs the schedule it began with (see the class docstring)."""
+    def load_state_dict(self, state: dict[str, Any], grid: Any = None) -> dict[str, Any] | None:
+        """Resume ``state``: refused, naming the source, when it is a mix of other sources. With the
+        weights it was taken with, its mix epoch continues; with others, the rest of the epoch runs
+        the new weights from the resume point, each source first giving what the epoch owed it
+        (see the class docstring). Returns the position actually resumed (a DataLoader keeps it)."""
         given = state.get("fingerprint") if isinstance(state, dict) else None
         if not isinstance(given, dict) or not str(given.get("source", "")).startswith("mix of"):
             raise ValueError("not a Mix state: it has no mix fingerprint (is it a single dataset's?)")
         self._refuse_other_sources(given)
-        super().load_state_dict(state, grid)
         schedule = state.get("schedule")
-        if schedule is not None:
-            self._anchor = (int(state["epoch"]), MixPlan.from_state(schedule))
-            self._running = None
+        if schedule is None:
+            super().load_state_dict(state, grid)
+            return state
+        epoch, taken_with = int(state["epoch"]), MixPlan.from_state(schedule)
+        plan, resumed = self._replanned(taken_with, state), state
+        if plan is not taken_with:  # the rest of the epoch is a new plan: it starts with nothing delivered
+            resumed = {**state, "segments": [], "next_stream": []}
+        super().load_state_dict(resumed, grid)
+        self._anchor, self._running = (epoch, plan), None
+        return resumed
+
+    def _replanned(self, taken_with: MixPlan, state: dict[str, Any]) -> MixPlan:
+        """The plan the state's epoch resumes with: its own, or the rest of it with this mix's weights."""
+        if _shares(taken_with.weights) == _shares(self.weights):
+            return taken_with
+        position = Position.from_state(state)
+        if not position.segments:  # the epoch had not begun: all of it with the new weights
+            length = epoch_length(self.weights, self.sizes, self.until, self.steps)
+            return MixPlan(self.weights, length, taken_with.bases, taken_with.holes)
+        try:  # what the whole job had of it (every rank's counts are needed)
+            rest = remaining(taken_with.length, shuffle=False, seed=0, epoch=position.epoch, segments=position.segments)
+        except ValueError:
+            return taken_with  # a rank's counts are not known: the epoch ends with its own weights
+        delivered = np.ones(taken_with.length, dtype=bool)
+        delivered[rest] = False
+        plan = taken_with.rebased(delivered, self.weights, self.until, self.steps)
+        return plan if plan.length > 0 else taken_with
 
     def _refuse_other_sources(self, given: dict[str, Any]) -> None:
         try:
@@ -288,6 +322,11 @@ class Mix(PartitionedDataset):
                     f"cannot resume the mix: its source {i} ({now['source']}) has {key} {now[key]!r}, "
                     f"the checkpoint's ({then.get('source')}) {then.get(key)!r}"
                 )
+
+
+def _shares(weights: tuple[Fraction, ...]) -> tuple[Fraction, ...]:
+    total = sum(weights)
+    return tuple(w / total for w in weights)
 
 
 def _refuse_repeats(sources: Sequence[PartitionedDataset], names: Sequence[str]) -> None:

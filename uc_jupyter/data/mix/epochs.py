@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -40,11 +41,14 @@ __all__ = ["MixPlan", "source_epochs", "source_items"]
 
 @dataclass(frozen=True)
 class MixPlan:
-    """One mix epoch: the weights it runs, its length, and each source's samples taken before it."""
+    """One mix epoch: the weights it runs, its length, and where each source stands before it: its
+    ``holes`` (samples numbered below its base that it still owes, taken first, in order) and then
+    its samples from ``bases`` on."""
 
     weights: tuple[Fraction, ...]
     length: int
     bases: tuple[int, ...]
+    holes: tuple[tuple[int, ...], ...] = ()
     _schedule: list[npt.NDArray[np.int64]] = field(default_factory=list, compare=False, repr=False)
 
     @classmethod
@@ -60,8 +64,45 @@ class MixPlan:
     ) -> MixPlan:
         """The next mix epoch, with ``weights`` (perhaps new ones)."""
         exact = tuple(Fraction(w) for w in weights)
-        bases = tuple(b + c for b, c in zip(self.bases, self.counts, strict=True))
-        return MixPlan(exact, epoch_length(exact, sizes, until, steps), bases)
+        holes = self._holes()
+        bases = tuple(b + max(0, c - len(h)) for b, c, h in zip(self.bases, self.counts, holes, strict=True))
+        left = tuple(h[c:] for h, c in zip(holes, self.counts, strict=True))  # owed samples it did not reach
+        return MixPlan(exact, epoch_length(exact, sizes, until, steps), bases, left if any(left) else ())
+
+    def rebased(
+        self,
+        delivered: npt.NDArray[np.bool_],
+        weights: Sequence[Fraction | int | float],
+        until: Until,
+        steps: int | None = None,
+    ) -> MixPlan:
+        """The rest of this epoch with other ``weights``, ``delivered`` marking the samples the job
+        has had: each source owes what the epoch promised it and did not deliver (taken first, in
+        order, holes and all); the rest runs until each source has given what it owes
+        (``"all_seen"``), the first has (``"first_exhausted"``), or for the samples left
+        (``"steps"``). What a source still owes then is taken first in the next epoch.
+
+        Example:
+            >>> plan = MixPlan.first([1, 1], [2, 2], "all_seen")           # a b a b
+            >>> rest = plan.rebased(np.array([True, False, True, False]), [3, 1], "all_seen")  # b owes 0, 1
+            >>> rest.picks(np.arange(rest.length))[1].tolist()  # 3:1 from here on, until b has given both
+            [2, 3, 0, 4, 5, 6, 1]
+        """
+        exact = tuple(Fraction(w) for w in weights)
+        sources, taken = self.picks(np.arange(self.length, dtype=np.int64))
+        holes = self._holes()
+        owed = tuple(
+            (*taken[(sources == j) & ~delivered].tolist(), *holes[j][count:]) for j, count in enumerate(self.counts)
+        )
+        bases = tuple(b + max(0, c - len(h)) for b, c, h in zip(self.bases, self.counts, holes, strict=True))
+        if until == "steps":
+            length = max(0, self.length - int(delivered.sum()))
+        else:
+            length = _owed_length(exact, [len(o) for o in owed], until)
+        return MixPlan(exact, length, bases, owed if any(owed) else ())
+
+    def _holes(self) -> tuple[tuple[int, ...], ...]:
+        return self.holes or ((),) * len(self.weights)
 
     @property
     def schedule(self) -> npt.NDArray[np.int64]:
@@ -81,23 +122,49 @@ class MixPlan:
         schedule = self.schedule
         sources = schedule[positions]
         before = occurrences(schedule, len(self.weights))[positions]
-        return sources, before + np.asarray(self.bases, dtype=np.int64)[sources]
+        taken = before + np.asarray(self.bases, dtype=np.int64)[sources]
+        for j, owed in enumerate(self.holes):
+            if owed:  # the source's first samples of this epoch are the ones it owes
+                at = (sources == j) & (before < len(owed))
+                taken[at] = np.asarray(owed, dtype=np.int64)[before[at]]
+                later = (sources == j) & (before >= len(owed))
+                taken[later] -= len(owed)
+        return sources, taken
 
     def to_state(self) -> dict[str, Any]:
         """Plain values (weights as exact ``"p/q"`` strings) for a checkpoint."""
-        return {"weights": [str(w) for w in self.weights], "length": self.length, "bases": list(self.bases)}
+        state: dict[str, Any] = {"weights": [str(w) for w in self.weights], "length": self.length}
+        state["bases"] = list(self.bases)
+        if self.holes:
+            state["holes"] = [list(h) for h in self.holes]
+        return state
 
     @classmethod
     def from_state(cls, value: Any) -> MixPlan:
         try:
             weights = tuple(Fraction(str(w)) for w in value["weights"])
             bases = tuple(int(b) for b in value["bases"])
-            plan = cls(weights, int(value["length"]), bases)
-        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            holes = tuple(tuple(int(t) for t in h) for h in value.get("holes", ()))
+            plan = cls(weights, int(value["length"]), bases, holes)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
             raise ValueError(f"not a mix schedule state: {value!r}") from None
-        if len(plan.bases) != len(plan.weights) or plan.length < 0 or min(plan.bases, default=0) < 0:
+        wrong_holes = bool(plan.holes) and len(plan.holes) != len(plan.weights)
+        if len(plan.bases) != len(plan.weights) or plan.length < 0 or min(plan.bases, default=0) < 0 or wrong_holes:
             raise ValueError(f"not a mix schedule state: {value!r}")
         return plan
+
+
+def _owed_length(weights: tuple[Fraction, ...], owed: list[int], until: Until) -> int:
+    """Samples of the schedule of ``weights`` until every source (``"all_seen"``) or the first
+    (``"first_exhausted"``) of those that owe something and have a weight has given what it owes."""
+    live = [j for j, w in enumerate(weights) if w > 0 and owed[j] > 0]
+    if not live:
+        return 0
+    total = sum(weights)
+    horizon = math.ceil(max(owed[j] * total / weights[j] for j in live)) + len(weights) + 1
+    schedule = interleave(weights, horizon)
+    ends = [int(np.flatnonzero(schedule == j)[owed[j] - 1]) + 1 for j in live]
+    return max(ends) if until == "all_seen" else min(ends)
 
 
 def source_epochs(taken: npt.NDArray[np.int64], size: int | npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

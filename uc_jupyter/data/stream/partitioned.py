@@ -246,7 +246,7 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
             prior = self._prior[1] if self._prior[0] == epoch else ()
         return job_state(fingerprint, epoch, prior, row, 0, world=world, workers=workers, on_uneven=self.on_uneven)
 
-    def load_state_dict(self, state: dict[str, Any], grid: Grid | None = None) -> None:
+    def load_state_dict(self, state: dict[str, Any], grid: Grid | None = None) -> dict[str, Any] | None:
         """Resume: the next pass runs ``state``'s epoch, delivering exactly what it had not.
 
         ``grid`` is where the streams will run (a DataLoader passes its worker count): on the grid
@@ -272,6 +272,7 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
         with self._lock:
             self._resume, self._next_epoch = resume, resume.epoch
             self._loaded = {"fingerprint": given, **position.to_state()}
+        return None  # the position given is the one resumed (a Mix may resume another: it returns it)
 
     def stream_position(self) -> int | None:
         """How many items the stream of this process's last pass has yielded of its epoch (with
