@@ -55,13 +55,15 @@ class Mix(PartitionedDataset):
             has items), ``"first_exhausted"`` (the first source has), or ``"steps"`` (after ``steps``
             samples of the whole job).
         steps: the samples of a mix epoch with ``until="steps"``.
-        on_uneven: how the epoch's samples are evened out over ranks (as for a single dataset).
+        on_uneven: how the epoch's samples are evened out over ranks (as for a single dataset; the
+            sources' own ``on_uneven`` does not apply in a mix).
 
     Proportions: the sources follow a fixed schedule of the weights alone, the same on every rank.
     Every prefix of the schedule holds each source ``floor`` or ``ceil`` of its weight share times
     its length, so every window of ``W`` consecutive samples holds it within 2 of its share of ``W``
     (within 1 with two sources; within 1 for every weight vector is impossible, see
-    :mod:`uc_jupyter.data.mix.schedule`). The job's samples are the schedule in order: with
+    :mod:`uc_jupyter.data.mix.schedule`); each mix epoch runs it from its start, so windows count
+    within an epoch. The job's samples are the schedule in order: with
     ``num_workers`` 0 or 1, each step of all ranks together takes the next ``batch_size x
     world_size`` samples of it; with more workers, each round of ``num_workers`` steps does.
 
