@@ -22,6 +22,10 @@ from uc_jupyter.catalog.wire import shapes as wire
 from uc_jupyter.checkpoint import layout as checkpoint_layout
 from uc_jupyter.checkpoint import rng
 from uc_jupyter.data.loader import fit
+from uc_jupyter.data.mix import epochs as mix_epochs
+from uc_jupyter.data.mix import figures as mix_figures
+from uc_jupyter.data.mix import part_consumer as mix_part_consumer
+from uc_jupyter.data.mix import schedule as mix_schedule
 from uc_jupyter.data.stream import partition, position, renewal, resume
 from uc_jupyter.data.stream import partitioned as stream
 from uc_jupyter.data.volume import decode, files_at_once, pace
@@ -59,6 +63,7 @@ from uc_jupyter.widgets import charts, view
         pytest.param(served, marks=pytest.mark.servers),  # its example serves a home (uc-jupyter serve)
         *(pace, remote, wanted, waits, clocks, scripts, fit, files_at_once),
         *(accelerators, status, ray_cluster, checks, outcome),
+        *(mix_schedule, mix_epochs, mix_part_consumer, mix_figures),
         *(resume, position, renewal, rng, checkpoint_layout, writes, s3_answers, export_manifest),
         *(keys, retry, stores, watch, downloads, catalog_model, volume_paths, cloud, storage_errors, nofollow, testing),
     ],

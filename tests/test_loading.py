@@ -368,3 +368,91 @@ def test_a_loader_resuming_from_s3_has_workers_that_can_use_object_storage(
     assert texts == [f"text {i}" for i in range(2, 6)]
     assert f"the loader continues from {runs}/run-1/step-1" in run.stderr
     assert "reads through fsspec" not in run.stderr  # no worker fell back
+
+
+NOTES = "/Volumes/main/ml/notes"
+
+
+@pytest.fixture
+def two_volumes(runs: LocalCatalog) -> LocalCatalog:
+    """``runs`` and a second volume of text files, main.ml.notes."""
+    info = runs.create_volume("main.ml.notes")
+    folder = Path(info.storage_location.removeprefix("file://"))
+    for i in range(2):
+        (folder / f"n{i}.txt").write_text(f"note {i}")
+    return runs
+
+
+def test_several_sources_load_as_one_mix_by_weight(two_volumes: LocalCatalog) -> None:
+    from uc_jupyter.data import Mix
+
+    loader = load([VOLUME, NOTES], weights=[2, 1], decode="text", batch_size=3, num_workers=0)
+    assert isinstance(loader, DataLoader) and isinstance(loader.dataset, Mix)
+    assert texts(loader) == ["doc 0", "note 0", "doc 1", "doc 2", "note 1"]  # 2:1, until all_seen
+    mix = load([VOLUME, TABLE], weights=[1, 1], to="dataset", columns="a", until="first_exhausted")
+    assert isinstance(mix, Mix) and [s if isinstance(s, str) else int(s["a"]) for s in mix][1::2] == [4, 5]
+
+
+def test_a_mix_resumes_from_a_checkpoint_of_its_loader(two_volumes: LocalCatalog) -> None:
+    loader = load([VOLUME, NOTES], weights=[2, 1], decode="text", batch_size=2, num_workers=0)
+    stream = iter(loader)
+    assert next(stream) == ["doc 0", "note 0"]
+    save({"data": loader}, f"{RUN}/step-1")
+    resumed = load([VOLUME, NOTES], weights=[1, 1], decode="text", batch_size=2, num_workers=0, resume=RUN)
+    # The new weights (1:1) rule from the resume point; each source gives what the epoch owed it.
+    assert texts(resumed) == ["doc 1", "note 1", "doc 2"]
+    assert texts(resumed) == ["doc 0", "note 0", "doc 1", "note 1", "doc 2"]
+
+
+def test_a_mix_refuses_what_it_cannot_do_in_one_line(two_volumes: LocalCatalog) -> None:
+    refusals: list[tuple[dict[str, Any], str]] = [
+        ({"weights": None}, "give weights= for the 2 sources, one number each (e.g. weights=[3, 1])"),
+        ({"weights": [1, 1], "to": "pandas"}, "--to for a mix must be one of loader, dataset; got 'pandas'"),
+        ({"weights": [1, 1], "columns": ["a"]}, "--columns applies to tables, and this mix has none"),
+        ({"weights": [1, 1], "to": "dataset", "batch_size": 2}, "--batch-size applies to a mix's loader, not to"),
+        ({"weights": [1, 1], "until": "steps"}, 'give steps= with until="steps"'),
+    ]
+    for options, message in refusals:
+        with pytest.raises(ValueError, match="^" + re.escape(message)):
+            load([VOLUME, NOTES], **options)
+    with pytest.raises(ValueError, match=r"^--weights applies to several sources mixed, not to one \(/Volumes"):
+        load(VOLUME, weights=[1])
+    with pytest.raises(ValueError, match=r"^the mix's sources yield different samples: .* give the DataLoader a"):
+        load([VOLUME, TABLE], weights=[1, 1], num_workers=0)
+
+
+def test_a_principal_who_may_not_read_one_source_is_refused_naming_it(two_volumes: LocalCatalog) -> None:
+    may_read_the_data_only(two_volumes, "alice")  # main.ml.docs, not main.ml.notes
+    with two_volumes.as_principal("alice"), pytest.raises(Exception, match="alice lacks READ VOLUME on main.ml.notes"):
+        load([VOLUME, NOTES], weights=[1, 1], to="dataset")
+
+
+def test_a_mix_saved_on_2_ranks_resumes_on_3_with_each_sample_left_once(two_volumes: LocalCatalog) -> None:
+    """The job's mix position is gathered from every rank into the checkpoint, and 3 ranks share what
+    the 2 had not delivered of the epoch: every sample of it once, over both runs."""
+    from uc_jupyter.distributed.pool import RankPool
+
+    make = f"load([{VOLUME!r}, {NOTES!r}], weights=[2, 1], decode='text', batch_size=1, num_workers=0"
+    first = textwrap.dedent(
+        f"""
+        import torch.distributed.checkpoint as dcp
+        from uc_jupyter.checkpoint import UCVolumeWriter
+        from uc_jupyter.loading import load
+        loader = {make})
+        taken = next(iter(loader))
+        dcp.save({{"data": loader}}, storage_writer=UCVolumeWriter({RUN!r} + "/step-1"))
+        taken
+        """
+    )
+    then = f"from uc_jupyter.loading import load\n[t for batch in {make}, resume={RUN!r}) for t in batch]"
+    two = RankPool(2, devices="cpu", stop_grace=2.0)
+    try:
+        taken = [text for rank in two.execute(first) for text in rank]
+    finally:
+        two.shutdown()
+    three = RankPool(3, devices="cpu", stop_grace=2.0)
+    try:
+        rest = [text for rank in three.execute(then) for text in rank]
+    finally:
+        three.shutdown()
+    assert len(taken) == 2 and sorted(taken + rest) == ["doc 0", "doc 1", "doc 2", "note 0", "note 1"]

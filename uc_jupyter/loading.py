@@ -92,7 +92,7 @@ def source_kind(source: str) -> Literal["table", "volume"]:
 
 
 def load(
-    source: str,
+    source: str | Sequence[str],
     *,
     to: str | None = None,
     columns: str | Sequence[str] | None = None,
@@ -112,6 +112,9 @@ def load(
     cache_dir: str | None = None,
     monitor: bool = False,
     resume: str | None = None,
+    weights: Sequence[float] | None = None,
+    until: str | None = None,
+    steps: int | None = None,
     default_catalog: str = "main",
     catalog: Catalog | None = None,
 ) -> Any:
@@ -122,7 +125,8 @@ def load(
 
     Args:
         source: a table (catalog.schema.table, or schema.table in the default catalog) or a
-            /Volumes/catalog/schema/volume/folder path.
+            /Volumes/catalog/schema/volume/folder path; several (a list, or several on the
+            %uc_load line) with weights: one Mix of them (a loader or, --to dataset, the Mix).
         to: what to return: spark, pandas, numpy, arrow, hf or torch for tables; loader, dataset
             or paths for volumes (default: spark for tables, loader for volumes).
         columns: the table columns to read, by name (default: every column).
@@ -151,6 +155,11 @@ def load(
             data position ("data") of the newest complete one, on any number of ranks and workers
             (a complete checkpoint's own folder: that one); none there yet: one notice line and a
             fresh start (default: start at the beginning).
+        weights: one number per source of several, their proportions in the mix, e.g. 3,1
+            (see uc_jupyter.data.Mix; each option applies to every source of its kind)
+            (default: none, one source).
+        until: when a mix epoch ends: all_seen, first_exhausted or steps (default: all_seen).
+        steps: the samples of a mix epoch with --until steps (default: none).
         default_catalog: the catalog of two-part names (schema.table).
         catalog: the catalog to read through (default: get_catalog()).
 
@@ -162,7 +171,40 @@ def load(
     Example:
         >>> load("main.ml.iris", to="numpy", columns=["sepal_length"], where="label = 1")  # doctest: +SKIP
         >>> x, y = next(iter(load("/Volumes/main/ml/images", decode="image", labels="folder")))  # doctest: +SKIP
+        >>> mixed = load(["/Volumes/main/ml/curated", "/Volumes/main/ml/crawl"], weights=[3, 1])  # doctest: +SKIP
     """
+    if not isinstance(source, str):
+        return _load_mix(
+            source,
+            weights=weights,
+            until=until,
+            steps=steps,
+            options={
+                "to": to,
+                "columns": columns,
+                "where": where,
+                "limit": limit,
+                "version": version,
+                "decode": decode,
+                "batch_size": batch_size,
+                "num_workers": num_workers,
+                "prefetch_factor": prefetch_factor,
+                "shuffle": shuffle,
+                "seed": seed,
+                "recursive": recursive,
+                "include": include,
+                "exclude": exclude,
+                "labels": labels,
+                "cache_dir": cache_dir,
+                "monitor": monitor,
+                "resume": resume,
+            },
+            default_catalog=default_catalog,
+            catalog=catalog,
+        )
+    for keyword, value in (("weights", weights), ("until", until), ("steps", steps)):
+        if value is not None:
+            raise ValueError(f"{_option(keyword)} applies to several sources mixed, not to one ({source})")
     kind = source_kind(source)
     columns = opt.column_names("columns", columns)
     where = opt.text("where", where)
@@ -243,6 +285,65 @@ def load(
         resume=resume,
         catalog=cat,
     )
+
+
+# What a mix's loader takes, not its sources; and the options of only one kind of source.
+_MIX_LOADER = ("batch_size", "num_workers", "prefetch_factor", "monitor", "resume")
+_MIX_TARGETS = ("loader", "dataset")
+
+
+def _load_mix(
+    sources: Sequence[str],
+    *,
+    weights: Sequence[float] | None,
+    until: str | None,
+    steps: int | None,
+    options: dict[str, Any],
+    default_catalog: str,
+    catalog: Catalog | None,
+) -> Any:
+    """Several sources as one :class:`~uc_jupyter.data.Mix`: each made by :func:`load` as a dataset
+    (``--to dataset`` for volumes, ``--to torch`` for tables) with the options of its kind, each
+    checked against the catalog as it is made; then a loader of the mix unless ``to="dataset"``."""
+    if not isinstance(sources, Sequence) or not sources or not all(isinstance(s, str) for s in sources):
+        raise ValueError(f"give the sources to mix as a list of table names and /Volumes paths; got {sources!r}")
+    if weights is None:
+        raise ValueError(f"give weights= for the {len(sources)} sources, one number each (e.g. weights=[3, 1])")
+    to = options.pop("to") or "loader"
+    _choose(to, _MIX_TARGETS, "a mix")
+    loader_options = {k: options.pop(k) for k in _MIX_LOADER}
+    batch_size = opt.maybe_whole_number("batch_size", loader_options["batch_size"], minimum=1)
+    if to == "dataset":
+        for keyword, value in loader_options.items():
+            if value not in (None, False):
+                raise ValueError(f"{_option(keyword)} applies to a mix's loader, not to --to dataset")
+    kinds = [source_kind(s) for s in sources]
+    shared = {k: options.pop(k) for k in ("shuffle", "seed")}
+    for keyword, value in options.items():  # each applies to the sources of its kind: some must be there
+        kind = "table" if keyword in TABLE_ONLY else "volume"
+        if value not in (None, False) and kind not in kinds:
+            raise ValueError(f"{_option(keyword)} applies to {kind}s, and this mix has none")
+    if options.get("limit") is not None:
+        raise ValueError("--limit does not apply to a mix (each table is streamed whole)")
+    cat = catalog or get_catalog()
+    datasets = []
+    for source, kind in zip(sources, kinds, strict=True):
+        own = {k: v for k, v in options.items() if (k in TABLE_ONLY) == (kind == "table")}
+        target = "torch" if kind == "table" else "dataset"
+        datasets.append(load(source, to=target, default_catalog=default_catalog, catalog=cat, **shared, **own))
+    from uc_jupyter.data import DataLoader, Mix
+
+    mix = Mix(datasets, weights, until=until or "all_seen", steps=steps)
+    if to == "dataset":
+        return mix
+    kwargs: dict[str, Any] = {"batch_size": DEFAULT_BATCH_SIZE if batch_size is None else batch_size}
+    for keyword in ("num_workers", "prefetch_factor"):
+        if loader_options[keyword] is not None:
+            kwargs[keyword] = loader_options[keyword]
+    loader = DataLoader(mix, monitor=opt.flag("monitor", loader_options["monitor"]), **kwargs)
+    if loader_options["resume"] is not None:
+        _resume(loader, _checkpoint_folder(loader_options["resume"]), cat)
+    return loader
 
 
 def _checkpoint_folder(resume: object) -> str:
@@ -444,7 +545,7 @@ def _newest(run: str, catalog: Catalog) -> tuple[str | None, bool, Exception | N
 
 def _choose(value: str, choices: Sequence[str], what: str) -> None:
     if value not in choices:
-        label = "--to for " + what if what in ("tables", "volumes") else what
+        label = "--to for " + what if what in ("tables", "volumes", "a mix") else what
         raise ValueError(f"{label} must be one of {', '.join(choices)}; got {value!r}")
 
 

@@ -106,6 +106,17 @@ def test_volumes_as_loader_dataset_and_paths(shell: InteractiveShell, catalog: L
     assert sorted(Path(p).read_text() for p in paths) == sorted(f"document {i}" for i in range(0, 12, 2))
 
 
+def test_several_sources_on_the_line_load_one_mix_by_weight(shell: InteractiveShell, catalog: LocalCatalog) -> None:
+    line = "/Volumes/main/ml/docs/cats /Volumes/main/ml/docs/dogs --weights 2,1 --until first_exhausted --decode text"
+    loader = shell.run_line_magic("uc_load", f"{line} --batch-size 3 --num-workers 0")
+    assert isinstance(loader, DataLoader) and loader.monitor  # UCMagics.monitor, as for one volume
+    texts = [t for batch in loader for t in batch]
+    cats = {f"document {i}" for i in range(1, 12, 2)}
+    assert [t in cats for t in texts] == [True, False, True] * 3  # 2:1, until the 6 cats have come
+    mix = shell.run_line_magic("uc_load", f"{line} --to dataset")
+    assert repr(mix).startswith("Mix(/Volumes/main/ml/docs/cats x 2, /Volumes/main/ml/docs/dogs x 1")
+
+
 @pytest.mark.both_backends
 def test_volumes_with_labels_include_and_exclude(shell: InteractiveShell, catalog: LocalCatalog) -> None:
     pairs = shell.run_line_magic("uc_load", "/Volumes/main/ml/docs --labels folder --decode text --to dataset")
@@ -126,7 +137,8 @@ def test_volumes_with_labels_include_and_exclude(shell: InteractiveShell, catalo
     ("line", "message"),
     [
         ("", "give a table name (catalog.schema.table or schema.table) or a /Volumes/... path"),
-        ("main.ml.points extra", "unexpected argument 'extra': %uc_load takes one source"),
+        ("main.ml.points extra", "give weights= for the 2 sources, one number each (e.g. weights=[3, 1])"),
+        ("main.ml.points extra --weights 1,x", "--weights needs a valid value, got '1,x': give numbers separated by"),
         ("main.ml.points --batchsize 3", "unknown option --batchsize; did you mean --batch-size?"),
         ("main.ml.pionts", "table main.ml.pionts does not exist; did you mean main.ml.points?"),
         ("main.ml.points --decode image", "--decode applies to /Volumes paths only, not to main.ml.points"),

@@ -103,6 +103,12 @@ def test_volumes_to_pytorch(tmp_path: Path) -> None:
     assert "6000 samples in 2 epochs" in out
     assert "dataloader/fetch_seconds/rank_0" in out and "dataloader/cache_hit_rate/rank_0" in out
     assert "32 files in the first batch" in out
+    # A mix of circles and squares, 3:1: exact in every window, resumed with new weights.
+    assert "1333 samples: {'circle': 1000, 'square': 333}" in out
+    assert "every window of 8 samples holds {(('circle', 6), ('square', 2))}" in out
+    assert "before the checkpoint, 3:1: {'circle': 36, 'square': 12}" in out
+    assert "after the resume, 1:1: {'circle': 321, 'square': 321}" in out  # until the squares owed are given
+    assert "every sample once: True" in out
     # The loop counts labels, no training step: waiting is its design, not a pipeline to fix.
     judged = verdicts(notebook)
     assert judged and all(v.startswith(("no training step:", "compute-bound:", "start-up:")) for v in judged), judged

@@ -99,3 +99,14 @@ def test_the_main_figures_of_a_resumed_pass_are_labelled_with_it() -> None:
     text = summary(now, title="DataLoader", passes=[PassRecord("epoch 3", start, now, "done", epoch=3)])
     assert text.startswith("DataLoader: epoch 3 (resumed): 10 batches, 320 samples")
     assert DashboardView.of(now, passes=[PassRecord("epoch 4", start, epoch=4)]).scope == "epoch 4"
+
+
+def test_a_mixs_sources_show_their_share_and_epoch_and_a_single_dataset_shows_none() -> None:
+    def mixing(w: int, counts: tuple[int, ...], epochs: tuple[int, ...]) -> Sample:
+        return Sample(rank=0, worker=w, seq=1, time=1.0, source_samples=counts, source_epochs=epochs)
+
+    ran = loop(0, 1.0, [0.01] * 4, [0.02] * 3)
+    mixed = DashboardView.of(snapshot(1.0, ran, mixing(0, (3, 1), (0, 2)), mixing(1, (3, 1), (1, 2))))
+    assert mixed.sources_text == "sources: #0 75% (its epoch 1), #1 25% (its epoch 2)"
+    assert "sources: #0 75%" in view.view_text(mixed)
+    assert DashboardView.of(snapshot(1.0, ran)).sources_text == ""

@@ -28,6 +28,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from traitlets import Bool, Dict, Integer, TraitError, Unicode, observe, validate
 
 from uc_jupyter.catalog import CatalogError
+from uc_jupyter.data.mix.schedule import UNTIL
 from uc_jupyter.distributed.cell import CellUsageError, manage_pool, run_cell
 from uc_jupyter.distributed.checks import check_cluster
 from uc_jupyter.distributed.errors import ClusterError, set_verbose
@@ -46,6 +47,14 @@ def _ranks(raw: str) -> Any:
         return [int(part) for part in names_list(raw)]
     except ValueError:
         raise ValueError("give 'all' or rank numbers separated by commas, e.g. 0,2") from None
+
+
+def _numbers(raw: str) -> list[float]:
+    """``"3,1"`` -> ``[3, 1]``: whole numbers stay whole (the schedule is exact), others are floats."""
+    try:
+        return [int(part) if part.lstrip("-").isdigit() else float(part) for part in names_list(raw)]
+    except ValueError:
+        raise ValueError("give numbers separated by commas, e.g. 3,1") from None
 
 
 LOAD_OPTIONS: tuple[Option, ...] = (
@@ -67,6 +76,9 @@ LOAD_OPTIONS: tuple[Option, ...] = (
     Option("--cache-dir", metavar="FOLDER"),
     Flag("--monitor", negatable=True),
     Option("--resume", metavar="/Volumes/.../RUN"),
+    Option("--weights", type=_numbers, metavar="W,..."),
+    Option("--until", choices=UNTIL),
+    Option("--steps", type=int),
 )
 
 DISTRIBUTED_OPTIONS: tuple[Option, ...] = (
@@ -138,8 +150,10 @@ class UCMagics(Magics):
             positional, options = parse(line, LOAD_OPTIONS)
             if not positional:
                 raise ArgumentError("give a table name (catalog.schema.table or schema.table) or a /Volumes/... path")
-            if len(positional) > 1:
-                raise ArgumentError(f"unexpected argument {positional[1]!r}: %uc_load takes one source")
+            if len(positional) > 1:  # several sources: one Mix of them (weights= says how)
+                if options.setdefault("to", "loader") == "loader":
+                    options.setdefault("monitor", self.monitor)
+                return load(positional, default_catalog=self.default_catalog, **options)
             source = positional[0]
             kind = source_kind(source)
             to = options.setdefault("to", self._default_to(kind))

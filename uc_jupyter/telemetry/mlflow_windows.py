@@ -37,21 +37,39 @@ JOB_METRICS = {
 }
 
 
+class _RankNames(dict[str, str]):
+    """A rank's metric keys; a Mix's per-source values (``source_share/2``) name their own."""
+
+    def __init__(self, rank: int, names: dict[str, str]) -> None:
+        super().__init__(names)
+        self.rank = rank
+
+    def __missing__(self, key: str) -> str:
+        if key.startswith(("source_share/", "source_epoch/")):
+            return f"{_PREFIX}/{key}/rank_{self.rank}"
+        raise KeyError(key)
+
+
 def metric_names(rank: int) -> dict[str, str]:
-    """The MLflow keys of rank ``rank``'s windows, by value name (the reference runtime's first four)."""
-    return {
-        "fetch": f"{_PREFIX}/fetch_seconds/rank_{rank}",
-        "fetch_variance": f"{_PREFIX}/fetch_seconds_variance/rank_{rank}",
-        "between": f"{_PREFIX}/between_next_seconds/rank_{rank}",
-        "between_variance": f"{_PREFIX}/between_next_seconds_variance/rank_{rank}",
-        "fetch_p95": f"{_PREFIX}/fetch_seconds_p95/rank_{rank}",
-        "samples_per_second": f"{_PREFIX}/samples_per_second/rank_{rank}",
-        "cache_hit_rate": f"{_PREFIX}/cache_hit_rate/rank_{rank}",
-        "exposed_wait": f"{_PREFIX}/exposed_wait/rank_{rank}",
-        "startup_seconds": f"{_PREFIX}/startup_seconds/rank_{rank}",
-        "exposed_wait_seconds": f"{_PREFIX}/exposed_wait_seconds/rank_{rank}",
-        **{f"exposed_{stage}": f"{_PREFIX}/exposed_seconds/{stage}/rank_{rank}" for stage in EXPOSED_STAGES},
-    }
+    """The MLflow keys of rank ``rank``'s windows, by value name (the reference runtime's first four);
+    a Mix's sources add ``dataloader/source_share/<i>/rank_<rank>`` (the share of the window's samples
+    source ``i`` gave) and ``dataloader/source_epoch/<i>/rank_<rank>`` (its own epoch)."""
+    return _RankNames(
+        rank,
+        {
+            "fetch": f"{_PREFIX}/fetch_seconds/rank_{rank}",
+            "fetch_variance": f"{_PREFIX}/fetch_seconds_variance/rank_{rank}",
+            "between": f"{_PREFIX}/between_next_seconds/rank_{rank}",
+            "between_variance": f"{_PREFIX}/between_next_seconds_variance/rank_{rank}",
+            "fetch_p95": f"{_PREFIX}/fetch_seconds_p95/rank_{rank}",
+            "samples_per_second": f"{_PREFIX}/samples_per_second/rank_{rank}",
+            "cache_hit_rate": f"{_PREFIX}/cache_hit_rate/rank_{rank}",
+            "exposed_wait": f"{_PREFIX}/exposed_wait/rank_{rank}",
+            "startup_seconds": f"{_PREFIX}/startup_seconds/rank_{rank}",
+            "exposed_wait_seconds": f"{_PREFIX}/exposed_wait_seconds/rank_{rank}",
+            **{f"exposed_{stage}": f"{_PREFIX}/exposed_seconds/{stage}/rank_{rank}" for stage in EXPOSED_STAGES},
+        },
+    )
 
 
 class _Totals(NamedTuple):
@@ -66,6 +84,8 @@ class _Totals(NamedTuple):
     setup: float
     first_waits: float
     stages: tuple[float, ...]  # exposed seconds per stage
+    sources: tuple[int, ...]  # a Mix's samples per source, over the rank's streams
+    source_epochs: tuple[int, ...]  # a Mix's sources: each one's own epoch
 
 
 class RankWindows:
@@ -96,9 +116,11 @@ class RankWindows:
                 now.first_waits - before.first_waits,
             )
             stages = tuple(a - b for a, b in zip(now.stages, before.stages, strict=True))
+            sources = _minus(now.sources, before.sources)
         else:
             fetch, between, samples, hits, misses = now.fetch, now.between, now.samples, now.hits, now.misses
             elapsed, setup, first_waits, stages = now.time - loop.started, now.setup, now.first_waits, now.stages
+            sources = now.sources
         if fetch.count == 0:
             return None
         self._previous = now
@@ -124,6 +146,10 @@ class RankWindows:
                 values.update(
                     {f"exposed_{stage}": max(0.0, x) / steady for stage, x in zip(EXPOSED_STAGES, stages, strict=True)}
                 )
+        mixed = sum(sources)
+        if mixed:  # a Mix: what each source gave of the window's samples, and its own epoch
+            values.update({f"source_share/{i}": count / mixed for i, count in enumerate(sources)})
+            values.update({f"source_epoch/{i}": float(epoch) for i, epoch in enumerate(now.source_epochs)})
         return values, loop.batches
 
     def _loop_totals(self, snapshot: Snapshot) -> tuple[Sample, _Totals] | None:
@@ -133,6 +159,7 @@ class RankWindows:
         if loop is None:
             return None
         hits, misses = sum(s.hits for s in mine), sum(s.misses for s in mine)
+        own = Snapshot({s.producer: s for s in mine}, snapshot.time)  # this rank's: its Mix sources summed
         totals = _Totals(
             loop.fetch,
             loop.between,
@@ -143,8 +170,17 @@ class RankWindows:
             loop.setup,
             loop.first_waits,
             loop.exposed,
+            own.source_samples,
+            own.source_epochs,
         )
         return loop, totals
+
+
+def _minus(now: tuple[int, ...], before: tuple[int, ...]) -> tuple[int, ...]:
+    """Per-source counts since ``before`` (none before: all of ``now``)."""
+    if len(before) != len(now):
+        return now
+    return tuple(a - b for a, b in zip(now, before, strict=True))
 
 
 class JobWindows:

@@ -204,6 +204,9 @@ class Sample:
     made: tuple[float, ...] = (0.0,) * len(MADE_STAGES)
     pinned: float = 0.0
     exposed: tuple[float, ...] = (0.0,) * len(EXPOSED_STAGES)
+    # A Mix's stream: samples of each of its sources, and each source's own epoch of its latest one.
+    source_samples: tuple[int, ...] = ()
+    source_epochs: tuple[int, ...] = ()
 
     @property
     def producer(self) -> tuple[int, int]:
@@ -357,6 +360,24 @@ class Snapshot:
     @property
     def hits(self) -> int:
         return sum(s.hits for s in self._all())
+
+    @property
+    def source_samples(self) -> tuple[int, ...]:
+        """A Mix's samples of each source, over every stream (empty for a single dataset).
+
+        Example:
+            >>> worker = lambda w, counts: Sample(rank=0, worker=w, seq=1, time=1.0, source_samples=counts)
+            >>> Snapshot({(0, 0): worker(0, (3, 1)), (0, 1): worker(1, (2, 2))}, 1.0).source_samples
+            (5, 3)
+        """
+        counts = [s.source_samples for s in self._all() if s.source_samples]
+        return tuple(sum(column) for column in zip(*counts, strict=True)) if counts else ()
+
+    @property
+    def source_epochs(self) -> tuple[int, ...]:
+        """A Mix's sources: the latest own epoch any stream has read of each (empty for a single dataset)."""
+        epochs = [s.source_epochs for s in self._all() if s.source_epochs]
+        return tuple(max(column) for column in zip(*epochs, strict=True)) if epochs else ()
 
     @property
     def misses(self) -> int:

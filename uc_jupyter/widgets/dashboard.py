@@ -74,7 +74,7 @@ class LoaderDashboard:
         widget: the ipywidgets ``VBox`` to display (``display(dashboard)`` works too).
         title: the ``HTML`` widget with the title.
         status_label, verdict_label, advice_label, cache_bar, cache_label, throughput_label,
-        latency_label, epochs_table, shard_label, skipped_label: the parts.
+        latency_label, epochs_table, shard_label, skipped_label, sources_label: the parts.
         headroom_action: the :class:`~uc_jupyter.widgets.headroom_action.HeadroomAction`, or None.
         shard_image, latency_image: ``ipywidgets.Image`` widgets holding the charts' PNGs.
         flagged_ranks: ranks whose shard is uneven or empty in the last drawn snapshot.
@@ -129,6 +129,7 @@ class LoaderDashboard:
         self.ranks_table = widgets.HTML("")
         self.shard_label = widgets.HTML("")
         self.skipped_label = widgets.Label("")
+        self.sources_label = widgets.Label("")  # a Mix's sources: shares and epochs
         self.shard_image = widgets.Image(format="png")
         self.latency_image = widgets.Image(format="png")
         charts = widgets.Box([self.shard_image, self.latency_image], layout=widgets.Layout(flex_flow="row wrap"))
@@ -148,6 +149,7 @@ class LoaderDashboard:
                 self.ranks_table,
                 self.shard_label,
                 self.skipped_label,
+                self.sources_label,
                 charts,
             ]
         )
@@ -305,6 +307,7 @@ class LoaderDashboard:
         warn = bool(view.flagged_ranks) or "empty" in view.shard_text
         self.shard_label.value = _colored(view.shard_text, warning if warn else "")
         self.skipped_label.value = view.skipped_text
+        self.sources_label.value = view.sources_text
 
     def text(self) -> str:
         """What is shown as one plain-text paragraph ('' before the first draw)."""

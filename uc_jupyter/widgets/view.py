@@ -171,6 +171,7 @@ class DashboardView:
     throughput_text: str
     latency_text: str
     skipped_text: str
+    sources_text: str  # a Mix's: each source's share of the samples and its own epoch ('' otherwise)
     shard_text: str
     flagged_ranks: tuple[int, ...]
     epochs: tuple[EpochRow, ...]
@@ -207,6 +208,7 @@ class DashboardView:
             throughput_text=_throughput_text(figures),
             latency_text=_latency_text(figures),
             skipped_text=skipped_text(snapshot),
+            sources_text=sources_text(snapshot),
             shard_text=shards.text,
             flagged_ranks=shards.flagged_ranks,
             epochs=epoch_rows(passes, snapshot),
@@ -214,6 +216,28 @@ class DashboardView:
             shard_key=tuple(shards.workers.items()),
             latency_key=(figures.fetch.counts, history),
         )
+
+
+def sources_text(snapshot: Snapshot) -> str:
+    """A Mix's sources, by their place in the mix: their share of the samples so far and their own
+    epoch ('' for a single dataset); ``mix.figures(loader.stats())`` names them and says the share asked.
+
+    Example:
+        >>> from uc_jupyter.telemetry.model import Sample
+        >>> def worker(w, counts, epochs):
+        ...     return Sample(rank=0, worker=w, seq=1, time=1.0, source_samples=counts, source_epochs=epochs)
+        >>> sources_text(Snapshot({(0, 0): worker(0, (6, 2), (1, 0)), (0, 1): worker(1, (6, 2), (0, 0))}, 1.0))
+        'sources: #0 75% (its epoch 1), #1 25% (its epoch 0)'
+    """
+    counts, epochs = snapshot.source_samples, snapshot.source_epochs
+    total = sum(counts)
+    if not total:
+        return ""
+    shares = [
+        f"#{i} {count / total:.0%} (its epoch {epoch})"
+        for i, (count, epoch) in enumerate(zip(counts, epochs, strict=True))
+    ]
+    return "sources: " + ", ".join(shares)
 
 
 def scoped(scope: str, text: str) -> str:
@@ -263,6 +287,7 @@ def view_text(view: DashboardView) -> str:
         ranks_text(view.ranks),
         view.shard_text,
         view.skipped_text,
+        view.sources_text,
     ]
     return "; ".join(part for part in parts if part) + "."
 

@@ -25,11 +25,23 @@ def test_every_counter_the_telemetry_model_knows_goes_across() -> None:
     assert set(COUNTERS) - sample_fields == NOT_IN_TELEMETRY
 
 
-@given(st.lists(st.integers(min_value=0, max_value=2**40), min_size=len(COUNTERS), max_size=len(COUNTERS)))
-def test_freezing_and_sampling_carry_every_value(values: list[int]) -> None:
-    counters = StreamCounters(*values)
+# A Mix's per-source counters are lists (one per source) in the counters, tuples once frozen.
+PER_SOURCE = {"source_samples", "source_epochs"}
+one_value = st.integers(min_value=0, max_value=2**40)
+
+
+@given(
+    st.lists(one_value, min_size=len(COUNTERS) - 2, max_size=len(COUNTERS) - 2),
+    st.lists(st.integers(min_value=0, max_value=99), max_size=4),
+)
+def test_freezing_and_sampling_carry_every_value(scalars: list[int], per_source: list[int]) -> None:
+    assert COUNTERS[-2:] == sorted(PER_SOURCE, reverse=True)  # the per-source lists come last
+    counters = StreamCounters(*scalars, list(per_source), [2 * n for n in per_source])
     stats = counters.freeze()
-    assert dataclasses.astuple(stats) == tuple(values)
+    values = (*scalars, tuple(per_source), tuple(2 * n for n in per_source))
+    assert tuple(getattr(stats, name) for name in COUNTERS) == values
+    counters.source_samples.append(1)  # the frozen copy does not follow the live lists either
+    assert stats.source_samples == tuple(per_source)
     counters.files += 1  # the frozen copy does not follow the live counters
     assert stats.files == values[COUNTERS.index("files")]
     cache = CacheStats("/c", resident_bytes=5, in_flight_bytes=2, max_bytes=100, free_disk_bytes=0,

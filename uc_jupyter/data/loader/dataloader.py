@@ -49,6 +49,7 @@ from uc_jupyter.data.loader.defaults import (
     check_arguments,
     check_dataset,
     check_ranks_agree,
+    check_structures,
     worker_start_method,
 )
 from uc_jupyter.data.loader.fit import check_fit
@@ -109,6 +110,7 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         mlflow, monitor = opt.flag("mlflow", mlflow), opt.flag("monitor", monitor)
         clock = opt.function("clock", clock) or time.monotonic
         check_arguments(dataset, args, kwargs)
+        check_structures(dataset, args, kwargs)
         if not args:  # positional arguments follow torch's order; only fill in what is missing
             apply_defaults(kwargs)
         super().__init__(dataset, *args, **kwargs)
@@ -391,7 +393,11 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         ``torch.distributed.checkpoint`` does. Without it, only this rank's counts are known.
         A state taken when a pass has ended points at the next epoch.
         """
-        return self._position.state(self._fingerprint(), current_rank()[1], self._on_uneven())
+        state = self._position.state(self._fingerprint(), current_rank()[1], self._on_uneven())
+        # A Mix's epochs each run a schedule of their own (weights may change at resume): its state
+        # holds the one of the state's epoch.
+        plan_state = getattr(self.dataset, "plan_state", None)
+        return {**state, "schedule": plan_state(int(state["epoch"]))} if callable(plan_state) else state
 
     def headroom(self, step: Callable[[Any], object], *, steps: int = 20) -> Headroom:
         """How much faster ``step`` (your training step, called with each batch) would run with a
@@ -438,8 +444,10 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         if not callable(loader_state):
             raise TypeError(f"{type(self.dataset).__name__} cannot resume: it has no load_state_dict()")
         grid = self._grid()
-        loader_state(state, grid=grid)  # checks the data, and readies the dataset's streams
-        self._position.load(state, grid, self._on_uneven())
+        # Checks the data and readies the dataset's streams; a dataset that resumes another position
+        # than the one given (a Mix with new weights: the rest of its epoch as a new plan) returns it.
+        resumed = loader_state(state, grid=grid)
+        self._position.load(resumed if isinstance(resumed, dict) else state, grid, self._on_uneven())
         self._iterator = None  # persistent workers hold the old position: start fresh ones
 
     def _on_uneven(self) -> str:

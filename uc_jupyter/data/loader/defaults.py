@@ -109,6 +109,20 @@ def check_arguments(dataset: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     opt.check_loader_arguments(given.arguments)
 
 
+def check_structures(dataset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """A dataset whose samples differ in structure (a Mix of file paths and table rows) needs a
+    ``collate_fn`` that takes them all: refused in one line before anything is read, not on the first batch."""
+    mismatch = getattr(dataset, "structure_mismatch", None)
+    if not callable(mismatch):
+        return
+    given = inspect.signature(torch.utils.data.DataLoader.__init__).bind_partial(None, dataset, *args, **kwargs)
+    batching = given.arguments.get("batch_size", 1) is not None or given.arguments.get("batch_sampler") is not None
+    if batching and given.arguments.get("collate_fn") is None:
+        reason = mismatch()
+        if reason is not None:
+            raise ValueError(reason)
+
+
 def check_ranks_agree(dataset: Any, num_workers: int, batch_size: int | None) -> None:
     """With torch.distributed up, every rank must build the same loader (workers, batch size, data,
     ``on_uneven``), or data is duplicated or skipped: a collective, on each loader's first pass."""

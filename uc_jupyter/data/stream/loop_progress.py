@@ -42,12 +42,13 @@ Example:
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Callable, MutableSequence
 from typing import Any, Protocol
 
 from uc_jupyter.data.stream.stages import StageTimes
 
-__all__ = ["UNKNOWN", "Consumer", "Progress", "install", "of", "restore"]
+__all__ = ["UNKNOWN", "Consumer", "Progress", "install", "install_part", "of", "restore"]
 
 _GENERATION = 0  # slot 0 of the counts: the pass; slot 1 + w: batches of worker w moved past
 _ALL_DONE = sys.maxsize
@@ -206,9 +207,24 @@ def restore(previous: tuple[object, Consumer] | None) -> None:
     _bound = previous
 
 
+# Datasets read as parts of another's stream (a Mix's sources), each with its view of that stream's
+# consumer; weakly, so a source that goes takes its binding with it.
+_parts: weakref.WeakKeyDictionary[object, Consumer] = weakref.WeakKeyDictionary()
+
+
+def install_part(dataset: object, consumer: Consumer) -> None:
+    """Make ``consumer`` the one streams of ``dataset`` find in this process when it is not the
+    dataset bound by :func:`install`: a dataset read as part of another's stream (a Mix's source,
+    whose consumer is its view of the mix's) until it is bound again."""
+    _parts[dataset] = consumer
+
+
 def of(dataset: object) -> Consumer:
     """The consumer of a stream of ``dataset`` starting now: the bound one, else :data:`UNKNOWN`."""
     bound = _bound
     if bound is not None and bound[0] is dataset:
         return bound[1]
-    return UNKNOWN
+    try:
+        return _parts.get(dataset, UNKNOWN)
+    except TypeError:  # an object that cannot be weakly referred to was never bound as a part
+        return UNKNOWN

@@ -174,6 +174,15 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
         counters.skipped = skipped_share(self._skipped_count(), grid)
         return self._stream(shard.indices[skip:], counters, stream)
 
+    def part_of_mix(self, positions: npt.NDArray[np.int64], epoch: int) -> Iterator[Any]:
+        """This dataset's items at ``positions`` (its own ``epoch``), read as one part of a
+        :class:`~uc_jupyter.data.Mix`'s stream: through the same stages and counters as a pass of
+        its own, in the stream of this process's grid. The mix, not this dataset, keeps the position."""
+        grid = current_grid()
+        shard = Shard(indices=positions, rank_count=len(positions), padded=0, dropped=0)
+        counters = self._record(grid, grid, shard, epoch, 0, ())
+        return self._stream(positions, counters, stream_name(grid.rank, grid.worker))
+
     def _arrived(self, positions: StreamPositions, counters: StreamCounters) -> None:
         """A pass that started while its items arrived has all of them: its shard's figures, as
         :meth:`__iter__` sets them for a pass that starts on all its items."""
@@ -190,6 +199,11 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
             f"{self._identity()[0]}: {n} items leave rank {grid.rank} of {grid.world_size} nothing "
             f"with on_uneven={self.on_uneven!r}; use on_uneven='pad'"
         )
+
+    def sample_structure(self) -> str:
+        """What one sample of this dataset is, in words, known before anything is read: a
+        :class:`~uc_jupyter.data.Mix` of sources whose samples differ needs a collate that takes both."""
+        return "items"
 
     def items_in(self, element: Any) -> int:
         """How many items one yielded element holds (1; a table dataset yields batches of rows)."""
@@ -232,7 +246,7 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
             prior = self._prior[1] if self._prior[0] == epoch else ()
         return job_state(fingerprint, epoch, prior, row, 0, world=world, workers=workers, on_uneven=self.on_uneven)
 
-    def load_state_dict(self, state: dict[str, Any], grid: Grid | None = None) -> None:
+    def load_state_dict(self, state: dict[str, Any], grid: Grid | None = None) -> dict[str, Any] | None:
         """Resume: the next pass runs ``state``'s epoch, delivering exactly what it had not.
 
         ``grid`` is where the streams will run (a DataLoader passes its worker count): on the grid
@@ -258,6 +272,7 @@ class PartitionedDataset(torch.utils.data.IterableDataset[Any]):
         with self._lock:
             self._resume, self._next_epoch = resume, resume.epoch
             self._loaded = {"fingerprint": given, **position.to_state()}
+        return None  # the position given is the one resumed (a Mix may resume another: it returns it)
 
     def stream_position(self) -> int | None:
         """How many items the stream of this process's last pass has yielded of its epoch (with

@@ -17,7 +17,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, field, replace
 
 from uc_jupyter.data.cache import CacheStats
 from uc_jupyter.telemetry.model import Sample
@@ -52,6 +52,9 @@ class StreamCounters:
     read_seconds: float = 0.0
     answered: int = 0
     answer_seconds: float = 0.0
+    # A Mix's stream: samples of each source so far, and the source's own epoch of its latest one.
+    source_samples: list[int] = field(default_factory=list)
+    source_epochs: list[int] = field(default_factory=list)
 
     def known_shard(self, size: int) -> None:
         """A pass that started while its items arrive: its shard is known to be at least ``size``."""
@@ -59,7 +62,8 @@ class StreamCounters:
 
     def freeze(self) -> StreamStats:
         """A frozen copy (call it under the lock the counters are mutated under)."""
-        return StreamStats(*astuple(self))
+        frozen = StreamStats(*astuple(self))
+        return replace(frozen, source_samples=tuple(self.source_samples), source_epochs=tuple(self.source_epochs))
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,8 @@ class StreamStats:
     read_seconds: float = 0.0
     answered: int = 0
     answer_seconds: float = 0.0
+    source_samples: tuple[int, ...] = ()  # a Mix's stream: samples of each of its sources
+    source_epochs: tuple[int, ...] = ()  # a Mix's stream: each source's own epoch of its latest sample
 
     def sample(self, *, seq: int, time: float, cache: CacheStats | None) -> Sample:
         """This stream's telemetry sample at ``time``, with the shared ``cache``'s fill (None: no cache).
@@ -115,6 +121,8 @@ class StreamStats:
             read_seconds=self.read_seconds,
             answered=self.answered,
             answer_seconds=self.answer_seconds,
+            source_samples=self.source_samples,
+            source_epochs=self.source_epochs,
             cache_used_bytes=cache.used_bytes if cache else 0,
             cache_max_bytes=cache.max_bytes if cache else 0,
             cache_evictions=cache.evictions if cache else 0,

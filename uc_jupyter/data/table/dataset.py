@@ -159,6 +159,10 @@ class UCTableDataset(PartitionedDataset):
             yield batch
             began = clock()
 
+    def sample_structure(self) -> str:
+        """Example: ``"rows with columns ['id', 'label']"`` (in a Mix each sample is one row's dict)."""
+        return f"rows with columns {self.columns}"
+
     def items_in(self, element: Any) -> int:
         """Rows in a yielded batch."""
         return len(next(iter(element.values()))) if element else 0

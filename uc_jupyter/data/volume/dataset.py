@@ -382,6 +382,11 @@ class UCVolumeDataset(PartitionedDataset):
             return read_in_place(self.listing.files, indices, self._volume, self._root, decoding, count, stages)
         return self._read_cached(indices, counters, decoding, count)
 
+    def sample_structure(self) -> str:
+        """``"file paths"`` or ``"decoded items"``, ``" with labels"`` when labelled by folder."""
+        made = "file paths" if self.transform is None else "decoded items"
+        return f"{made} with labels" if self._labelled else made
+
     def stats(self) -> DatasetStats:
         """Counters of the streams run in this process, and the shared cache's fill."""
         cache = None if self.in_place else self._file_cache().stats()
