@@ -190,6 +190,7 @@ def _list(state: _State, bucket: str, query: Any) -> web.Response:
         delimiter=query.get("delimiter", ""),
         after=query.get("continuation-token") or query.get("start-after") or "",
         max_keys=max_keys,
+        continued="continuation-token" in query,
     )
     contents = [
         f"<Contents><Key>{quote(key) if encode else escape(key)}</Key>"
@@ -420,8 +421,8 @@ class S3TestServer:
             fail_first,
             fail_rate,
             reset_rate,
+            seed,
         )
-        given += (seed,)
         names = (name.replace("_", "-") for name in (*_SETTINGS[:-1], "seed"))  # in the order of `given`
         self.args = [arg for name, value in zip(names, given, strict=True) for arg in (f"--{name}", str(value))]
         self.args += ["--require-key", require_key] if require_key else []
