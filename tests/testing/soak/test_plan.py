@@ -32,7 +32,7 @@ def test_the_faults_come_after_the_baseline_one_an_epoch_in_order(epochs: int) -
         ({"files": 100}, "files=100 must be a positive multiple of 64"),
         ({"rows": 1000}, "rows=1000 must be a positive multiple of 512"),
         ({"epochs": 5}, "epochs=5: the soak needs 6"),
-        ({"save_every": 64}, "save_every=64 must be below the 64 steps"),
+        ({"save_every": 1536}, "save_every=1536 must be below the 1536 steps"),
     ],
 )
 def test_counts_that_would_pad_a_rank_or_leave_no_room_are_refused(changes: dict[str, int], words: str) -> None:

@@ -321,11 +321,14 @@ def _named(pids: list[int], mounted: bool) -> str:
 
 
 def _one_line(exc: BaseException) -> str:
-    """The error a call raised, in one line, with what caused it on the ranks where its first line
-    does not say (torch's CheckpointException says only which ranks failed: its last line is why)."""
+    """The error a call raised, in one line, with what caused it where its first line does not say:
+    torch's CheckpointException says only which ranks failed, and an error re-raised from a
+    DataLoader worker only in which worker ("Caught VolumeReadError in DataLoader worker process 1.");
+    the last line of their messages is the error itself."""
     said = f"{type(exc).__name__}: {first_line(exc)}"
-    causes = [failure.message.strip().splitlines()[-1] for failure in getattr(exc, "failures", ())]
-    deeper = sorted({cause for cause in causes if cause and cause not in said})
+    messages = [failure.message for failure in getattr(exc, "failures", ())] or [str(exc)]
+    causes = [message.strip().splitlines()[-1] for message in messages if message.strip()]
+    deeper = sorted({cause for cause in causes if cause not in said})
     return f"{said} ({'; '.join(deeper)})"[:400] if deeper else said[:400]
 
 

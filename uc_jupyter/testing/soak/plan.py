@@ -37,12 +37,12 @@ class SoakSize:
     volume; ``save_every`` steps (and at each epoch's end) the job is checkpointed into a volume."""
 
     epochs: int = 20
-    files: int = 2048
-    rows: int = 8192
+    files: int = 49_152  # about 0.9 GB
+    rows: int = 131_072
     batch_size: int = 16
     table_batch: int = 256
     workers: int = 2
-    save_every: int = 24
+    save_every: int = 400  # 3 checkpoints inside each epoch of 1,536 steps, and one at its end
 
     @classmethod
     def named(cls, name: str) -> SoakSize:
@@ -50,7 +50,7 @@ class SoakSize:
         (the test's: every fault, the least data)."""
         sizes = {
             "full": cls(),
-            "quick": cls(epochs=8, files=512, rows=2048, save_every=8),
+            "quick": cls(epochs=8, files=2048, rows=8192, save_every=24),
             "tiny": cls(epochs=6, files=128, rows=1024, batch_size=8, save_every=3),
         }
         if name not in sizes:
