@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from uc_jupyter.testing.soak.leftovers import files_left, processes_left
+from uc_jupyter.processes import stamp
+from uc_jupyter.testing.soak.leftovers import files_left, processes_left, stamped
 
 
 def _write(path: Path, data: bytes = b"x") -> None:
@@ -51,5 +52,8 @@ def test_unfinished_saves_extra_checkpoints_uploads_staged_and_partial_files_are
     ]
 
 
-def test_only_running_processes_are_left() -> None:
-    assert processes_left([os.getpid(), 2**22 + 1]) == [os.getpid()]
+def test_only_running_processes_are_left_and_a_pid_used_again_is_not_ours() -> None:
+    assert processes_left(stamped([os.getpid(), 2**22 + 1])) == [os.getpid()]
+    me = stamp()
+    machine, pid, started = me.rsplit("/", 2)
+    assert processes_left([f"{machine}/{pid}/{int(started) - 1}"]) == []  # this pid, another process

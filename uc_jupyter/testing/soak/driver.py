@@ -34,7 +34,7 @@ import numpy as np
 
 from uc_jupyter.errors import first_line
 from uc_jupyter.testing.soak.injections import Injection, during
-from uc_jupyter.testing.soak.leftovers import files_in, files_left, processes_left
+from uc_jupyter.testing.soak.leftovers import files_in, files_left, processes_left, stamped
 from uc_jupyter.testing.soak.plan import BASELINE_EPOCH, RANKS, SoakSize, fault_epochs
 from uc_jupyter.testing.soak.rank_loop import EpochCall, EpochResult, rss_bytes, train_epoch
 from uc_jupyter.testing.soak.stack import SoakStack
@@ -103,21 +103,24 @@ def run_soak(
     report = SoakReport(size, faults={fault: FaultRecord(fault) for fault in fault_epochs(size.epochs)})
     began = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="uc-soak-", dir=root))
-    pids: set[int] = set()
+    processes: set[str] = set()  # stamps of the ranks, the servers
     try:
         with SoakStack(workdir, size, seed=seed) as stack:
-            pids.add(stack.s3.process.pid if stack.s3.process else 0)
             stack.faults_on(fail_rate=FAIL_RATE, reset_rate=RESET_RATE)
             with _environment(stack.environment()):
-                tallies, rss, telemetry = _train(stack, size, report, pids, say)
+                tallies, rss, telemetry = _train(stack, size, report, processes, say)
             report.s3_stats = stack.s3.stats()
             report.taken_back, left = _files_left(stack)
-            pids.update(stack.serve_pids)
+            processes |= stack.processes
             _judge(report, tallies, rss, telemetry, left)
-        still = processes_left(pids - {0})
+        still = processes_left(processes)
         mounted = _is_mounted(workdir / "cache-disk")
         report.checks.append(
-            Check("no process left", not still and not mounted, f"{len(pids)} processes gone" + _named(still, mounted))
+            Check(
+                "no process left",
+                not still and not mounted,
+                f"{len(processes)} processes gone" + _named(still, mounted),
+            )
         )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -141,7 +144,7 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 
 def _train(
-    stack: SoakStack, size: SoakSize, report: SoakReport, pids: set[int], say: Callable[[str], None]
+    stack: SoakStack, size: SoakSize, report: SoakReport, processes: set[str], say: Callable[[str], None]
 ) -> tuple[dict[int, EpochTally], dict[str, dict[int, int]], dict[int, bool]]:
     from uc_jupyter.distributed import RankPool
     from uc_jupyter.widgets import LoaderMonitor
@@ -184,7 +187,7 @@ def _train(
                 except Exception as exc:
                     error = _one_line(exc)
                 watch.end(pool.collector.snapshot(), error=error or None)
-            pids.update(rank.pid for rank in pool.status().ranks)
+            processes |= stamped(rank.pid for rank in pool.status().ranks)
             if fault is not None and injected.done:
                 pending = {e: f for e, f in pending.items() if f != fault}
                 record = report.faults[fault]

@@ -8,8 +8,8 @@ cache (:class:`~uc_jupyter.data.cache.FileCache` takes back what dead processes 
 what that opening took back is reported beside the verdict.
 
 Example:
-    >>> processes_left([2**22 + 1])  # no such process
-    []
+    >>> processes_left(stamped([os.getpid(), 2**22 + 1])) == [os.getpid()]  # the second: no such process
+    True
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from uc_jupyter.processes import alive
+from uc_jupyter.processes import alive, stamp, stamp_alive
 
-__all__ = ["files_in", "files_left", "processes_left"]
+__all__ = ["files_in", "files_left", "processes_left", "stamped"]
 
 _KEEP_LAST = 2  # as the rank loop saves
 
@@ -56,6 +56,13 @@ def files_left(*, runs: Path, uploads: Path, cache: Path, staging: Path) -> list
     return left
 
 
-def processes_left(pids: Iterable[int]) -> list[int]:
-    """The processes of ``pids`` still running."""
-    return sorted(pid for pid in set(pids) if alive(pid))
+def processes_left(stamps: Iterable[str]) -> list[int]:
+    """The pids of the processes ``stamps`` names (:func:`~uc_jupyter.processes.stamp`) still running.
+    Stamps, not pids: in a run of half an hour on a shared machine a pid of ours that ended is used
+    again by someone else's process, which must not count as ours left behind (a full run met one)."""
+    return sorted({int(stamp.split("/")[-2]) for stamp in stamps if stamp_alive(stamp)})
+
+
+def stamped(pids: Iterable[int]) -> set[str]:
+    """The stamps of the processes of ``pids`` that run now (a process already gone needs none)."""
+    return {stamp(pid) for pid in pids if alive(pid)}

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from uc_jupyter.testing.soak.leftovers import stamped
 from uc_jupyter.testing.soak.plan import SoakSize
 from uc_jupyter.testing.soak.rank_loop import digest
 
@@ -56,7 +57,7 @@ class SoakStack:
         self.expected_files = np.empty(0, "S16")  # every volume file's digest (raw bytes)
         self.expected_rows = np.empty(0, "S16")  # each row id's payload digest, by id
         self.cache_max_bytes = 0
-        self.serve_pids: list[int] = []
+        self.processes: set[str] = set()  # the stamps of every server process started
         self._stack = contextlib.ExitStack()
         self._serve: subprocess.Popen[str] | None = None
         self.serve_url = ""
@@ -78,6 +79,8 @@ class SoakStack:
         from uc_jupyter.testing.s3_server import S3TestServer
 
         self.s3 = self._stack.enter_context(S3TestServer(self.root / "s3", seed=self.seed))
+        assert self.s3.process is not None
+        self.processes |= stamped([self.s3.process.pid])
         data_bytes = self._write_files()
         self.cache_max_bytes = data_bytes // 2  # half the data: every epoch downloads, and can meet a full disk
         self._stack.enter_context(mounted(self.disk, "tmpfs", f"size={self.cache_max_bytes + _STAGING_ROOM}"))
@@ -150,7 +153,7 @@ class SoakStack:
         port = [] if not self.serve_url else ["--port", str(urlsplit(self.serve_url).port)]
         self._stop_serve()
         self._serve, self.serve_url = serve_process(self.home, *port, principal="soak-nobody")
-        self.serve_pids.append(self._serve.pid)
+        self.processes |= stamped([self._serve.pid])
 
     def _stop_serve(self) -> None:
         if self._serve is not None and self._serve.poll() is None:
