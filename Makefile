@@ -114,8 +114,8 @@ bench: $(STAMP)
 # The soak and fault suite of issue 29, not part of `test` or `check`: 2 ranks train for 20 epochs over
 # a remote volume and a table on the S3 test server (1% of GETs 503, 0.1% reset), the dashboard live,
 # while a rank, a DataLoader worker and uc-jupyter serve are killed and the cache's disk filled; it prints
-# what held and fails when anything did not. About 30 minutes on 2 cores; SOAK_SIZE=quick takes a few
-# (every fault on less data). Mounting the cache's small disk needs root, as CI has.
+# what held and fails when anything did not. About 40 minutes on a busy 2-core machine; SOAK_SIZE=quick
+# takes a minute or two (every fault on less data). Mounting the cache's small disk needs root, as CI has.
 SOAK_SIZE ?= full
 soak: $(STAMP)
 	$(PY) -m uc_jupyter.testing.soak --size $(SOAK_SIZE)

@@ -11,6 +11,6 @@ exits non-zero when anything did not hold. Modules: plan (sizes, which epoch eac
 (the checks, pure), driver (the loop), __main__ (the command).
 
 Example:
-    python -m uc_jupyter.testing.soak                 # the full run, about 30 minutes on 2 cores
-    python -m uc_jupyter.testing.soak --size quick    # every fault on less data, a few minutes
+    python -m uc_jupyter.testing.soak                 # the full run: 38 minutes on a busy 2-core machine
+    python -m uc_jupyter.testing.soak --size quick    # every fault on less data, a minute or two
 """

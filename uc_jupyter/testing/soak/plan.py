@@ -46,8 +46,8 @@ class SoakSize:
 
     @classmethod
     def named(cls, name: str) -> SoakSize:
-        """``full`` (the default, about 30 minutes on 2 cores), ``quick`` (a few minutes) or ``tiny``
-        (the test's: every fault, the least data)."""
+        """``full`` (the default: 38 minutes on a busy 2-core machine), ``quick`` (a minute or two)
+        or ``tiny`` (the test's: every fault, the least data)."""
         sizes = {
             "full": cls(),
             "quick": cls(epochs=8, files=2048, rows=8192, save_every=24),
