@@ -417,6 +417,8 @@ _S3_AT_REST: dict[str, Any] = {
     "bandwidth": 0.0,
     "connection_bandwidth": 0.0,
     "fail_first": 0,
+    "fail_rate": 0.0,
+    "reset_rate": 0.0,
     "fail_status": 503,
     "list_latency": 0.0,
     "store_then_fail": "",

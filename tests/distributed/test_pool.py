@@ -200,6 +200,26 @@ def test_a_rank_stuck_in_a_collective_is_killed_and_the_pool_starts_afresh(make_
         assert not pool_pids(stuck) & before
 
 
+def send_telemetry(seq: int) -> None:
+    """Forward one loop sample of this rank, numbered ``seq``, as a DataLoader does."""
+    import torch.distributed as dist
+
+    from uc_jupyter.telemetry.model import Sample
+    from uc_jupyter.telemetry.uplink import forward
+
+    forward([Sample(rank=dist.get_rank(), worker=-1, seq=seq, time=float(seq), batches=seq)])
+
+
+def test_the_telemetry_of_a_new_generation_of_ranks_reaches_the_collector(pool: RankPool) -> None:
+    """Before: after a restart (a rank died, or restart()), the new ranks' samples, numbered from 1
+    again, were dropped as older than the dead ranks' and the pool's dashboards froze."""
+    pool.run(send_telemetry, 5)
+    assert {key: s.batches for key, s in pool.collector.snapshot().samples.items()} == {(0, -1): 5, (1, -1): 5}
+    pool.restart()
+    pool.run(send_telemetry, 1)
+    assert {key: s.batches for key, s in pool.collector.snapshot().samples.items()} == {(0, -1): 1, (1, -1): 1}
+
+
 def test_a_rank_killed_by_a_signal_is_reported_within_seconds(make_pool: PoolMaker) -> None:
     def die_on_rank_1() -> int:
         import torch.distributed as dist

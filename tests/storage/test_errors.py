@@ -21,6 +21,10 @@ DUMP = '\n\nDebug source:\nGeneric {\n    store: "S3",\n}'
         ("status code: 403 Forbidden: <Error><Code>AccessDenied</Code></Error>", PermissionError),
         ("status code: 503 Service Unavailable: <Error><Code>SlowDown</Code></Error>", StorageResponseError),
         ("error sending request for url (http://127.0.0.1:1/b/k)", ConnectionError),
+        # The body cut short by a reset connection (as uc_jupyter.testing.s3_faults injects): retried, it
+        # was a VolumeReadError at once before.
+        ("HTTP error: request or response body error", ConnectionError),
+        ("HTTP error: error decoding response body", ConnectionError),
         ("operation timed out", TimeoutError),
         # A multi-object delete answers 200 and names each key it refused.
         ("DeleteObjects request failed for key run/a: Access Denied (code: AccessDenied)", PermissionError),

@@ -57,7 +57,9 @@ def test_pages_answer_what_s3_would(root: Path, prefix: str, delimiter: str, max
     got: list[str] = []
     after = ""
     for _ in range(100):
-        page = listings.page("bucket", prefix, delimiter=delimiter, after=after, max_keys=max_keys)
+        page = listings.page(
+            "bucket", prefix, delimiter=delimiter, after=after, max_keys=max_keys, continued=bool(after)
+        )
         got += [key for key, _ in page.contents] + page.prefixes
         if not page.truncated:
             break
@@ -72,3 +74,14 @@ def test_a_first_page_sees_files_written_since(root: Path) -> None:
     (root / "bucket" / "top" / "b" / "0.bin").write_bytes(b"new")
     first = listings.page("bucket", "top/b/", delimiter="", after="", max_keys=1000)
     assert first.contents[0][0] == "top/b/0.bin" and first.contents[0][1].st_size == 3
+
+
+def test_a_first_page_that_starts_after_a_key_sees_files_written_since(root: Path) -> None:
+    """As a Delta reader lists its log from a version on (start-after): before, the walk of an earlier
+    listing of the prefix was reused, and a commit written since was missing (deltalake: "No files in
+    log segment")."""
+    listings = Listings(root)
+    assert listings.page("bucket", "top/b/", delimiter="", after="", max_keys=1000).contents[0][0] == "top/b/1.bin"
+    (root / "bucket" / "top" / "b" / "1.json").write_bytes(b"new")
+    later = listings.page("bucket", "top/b/", delimiter="", after="top/b/1", max_keys=1000)
+    assert [key for key, _ in later.contents][:2] == ["top/b/1.bin", "top/b/1.json"]

@@ -3,6 +3,8 @@ process on 127.0.0.1 (no test here times a request)."""
 
 from __future__ import annotations
 
+import hashlib
+import http.client
 import json
 import threading
 import urllib.error
@@ -16,6 +18,7 @@ import pytest
 from uc_jupyter.processes import alive
 from uc_jupyter.testing.s3_server import S3TestServer
 from uc_jupyter.testing.scripts import run_python
+from uc_jupyter.testing.small_files import write_small_files
 from uc_jupyter.testing.waits import wait_until
 
 
@@ -37,7 +40,16 @@ def fresh(server: S3TestServer) -> Iterator[S3TestServer]:
     server.configure(**before)
 
 
-_SETTINGS = ("latency", "latency_sigma", "bandwidth", "connection_bandwidth", "max_in_flight", "fail_first")
+_SETTINGS = (
+    "latency",
+    "latency_sigma",
+    "bandwidth",
+    "connection_bandwidth",
+    "max_in_flight",
+    "fail_first",
+    "fail_rate",
+    "reset_rate",
+)
 
 
 def _get(server: S3TestServer, key: str) -> tuple[int, bytes]:
@@ -144,3 +156,52 @@ def test_a_script_that_never_stops_its_server_does_not_leave_it_running(tmp_path
     )
     pid, _ = run_python(script, str(tmp_path / "buckets"))
     wait_until(lambda: not alive(pid), "the abandoned S3 test server to exit", 20)
+
+
+def test_a_fail_rate_answers_about_that_fraction_of_gets_503_and_counts_them(fresh: S3TestServer) -> None:
+    fresh.configure(latency=0.0, fail_rate=0.2)
+    statuses = [_get(fresh, f"f{i % 4}.png")[0] for i in range(400)]
+    failed = statuses.count(503)
+    assert set(statuses) == {200, 503}
+    assert 40 <= failed <= 120  # binomial(400, 0.2): mean 80, standard deviation 8
+    assert fresh.stats()["faults"] == {"503": failed, "reset": 0}
+    fresh.reset()
+    assert fresh.stats()["faults"] == {"503": 0, "reset": 0}
+    fresh.configure(fail_rate=0.0)
+    assert {_get(fresh, "f0.png")[0] for _ in range(50)} == {200}
+
+
+def test_a_reset_rate_cuts_the_answer_short_and_the_client_sees_a_connection_error(fresh: S3TestServer) -> None:
+    fresh.configure(reset_rate=1.0)
+    with pytest.raises((http.client.IncompleteRead, ConnectionError)):
+        _get(fresh, "f3.png")  # 40,000 bytes: the headers and 20,000 of them arrive, then RST
+    assert fresh.stats()["faults"] == {"503": 0, "reset": 1}
+    fresh.configure(reset_rate=0.0)
+    assert _get(fresh, "f3.png") == (200, bytes([3]) * 40_000)
+
+
+def test_rates_that_add_up_to_more_than_every_get_are_refused(server: S3TestServer) -> None:
+    request = urllib.request.Request(
+        f"{server.endpoint}/_control/config", data=json.dumps({"fail_rate": 0.7, "reset_rate": 0.5}).encode()
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert "together at most 1, not 1.2" in json.loads(refused.value.read())["error"]
+    assert (server.stats()["fail_rate"], server.stats()["reset_rate"]) == (0.0, 0.0)
+
+
+@pytest.mark.in_a_fork  # reads in this process: object_store
+def test_volume_reads_deliver_every_byte_through_random_503s_and_resets(
+    s3: S3TestServer, s3_volume: Any, tmp_path: Path
+) -> None:
+    from uc_jupyter.data import UCVolumeDataset
+
+    path, folder = s3_volume()
+    relatives, _ = write_small_files(folder, 200, seed=5)
+    wanted = sorted(hashlib.sha256((folder / relative).read_bytes()).hexdigest() for relative in relatives)
+    s3.configure(fail_rate=0.05, reset_rate=0.05)
+    dataset = UCVolumeDataset(path, recursive=True, cache_dir=str(tmp_path / "cache"))
+    delivered = sorted(hashlib.sha256(Path(local).read_bytes()).hexdigest() for local in dataset)
+    faults = s3.stats()["faults"]
+    assert delivered == wanted
+    assert faults["503"] > 0 and faults["reset"] > 0  # binomial(200+, 0.05) each: 0 has odds below 1e-4

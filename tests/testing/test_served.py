@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from uc_jupyter.catalog import as_principal
-from uc_jupyter.testing.served import ADMIN, serving
+from uc_jupyter.testing.served import ADMIN, serve_process, serving
 
 
 def _status(url: str, token: str | None) -> int:
@@ -46,3 +46,20 @@ def test_token_for_registered_principals_only_cached_and_renewed(tmp_path: Path)
             served.store.revoke(first.split("_")[1])
         renewed = served.token_for("alice")
         assert renewed not in (None, first) and _status(served.url, renewed) == 200
+
+
+@pytest.mark.servers  # uc-jupyter serve, a process
+def test_a_served_process_serves_its_home_when_the_caller_points_at_a_catalog_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: a process started while UC_JUPYTER_CATALOG_URL named a server (the soak restarts its
+    server after its ranks were pointed at it) took that server for its own catalog and exited."""
+    with serving(tmp_path / "home") as served:
+        monkeypatch.setenv("UC_JUPYTER_CATALOG_URL", served.url)
+        monkeypatch.setenv("UC_JUPYTER_TOKEN", served.admin_token)
+        process, url = serve_process(tmp_path / "home", principal="nobody")
+        try:
+            assert _status(url, served.admin_token) == 200
+        finally:
+            process.terminate()
+            process.communicate(timeout=30)

@@ -434,6 +434,10 @@ class RankPool:
     def _launch_with_retries(self, principal: str) -> Generation:
         if self._placement is None:
             self._placement = placement_for(self.cluster, self.nodes, self.gpu_type)
+        # The last generation's samples are of processes that are gone. A new generation's producers
+        # count from the start again, seq included, so the collector (which keeps a producer's newest
+        # sample by seq) would drop every sample of theirs as older and dashboards would freeze.
+        self.collector.clear()
         try:
             return start_ranks(
                 self._placement,

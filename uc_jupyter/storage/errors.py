@@ -40,8 +40,18 @@ _MESSAGE = re.compile(r"<Message>([^<]{0,300})</Message>")
 # "DeleteObjects request failed for key K: Access Denied (code: AccessDenied)".
 _KEY_CODE = re.compile(r"failed for key .{0,1100}\(code: ([A-Za-z]{1,60})\)")
 _KEY_REFUSED = ("AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId", "SignatureDoesNotMatch")
-# Words of reqwest/hyper for a request that never got an answer.
-_CONNECTION = ("error sending request", "connection reset", "connection closed", "broken pipe", "connection refused")
+# Words of reqwest/hyper for a request that never got an answer, or whose answer's body stopped part-way
+# (reqwest's body errors: a connection reset or closed while the bytes flowed, as a store's load
+# balancer does now and then; a fresh request reads the object whole).
+_CONNECTION = (
+    "error sending request",
+    "connection reset",
+    "connection closed",
+    "broken pipe",
+    "connection refused",
+    "request or response body error",
+    "error decoding response body",
+)
 _TIMEOUT = ("timed out", "timeout", "deadline has elapsed")
 _REFUSED = "; the storage refused the credentials: check the volume's credentials and their grants"
 

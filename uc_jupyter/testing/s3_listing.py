@@ -3,8 +3,10 @@
 Real object stores answer a page in time that does not grow with the bucket: a listing is not
 what the benchmarks should measure of this server. So a first page walks the folder once (a
 listing with the ``/`` delimiter at a folder reads only that folder's own entries, as S3 does
-not descend either), later pages of the same listing reuse that walk, and a page finds where it
-starts and skips a sub-folder's keys by bisection instead of scanning every key before them.
+not descend either), later pages of the same listing (``continued``: asked with a continuation
+token) reuse that walk, and a page finds where it starts and skips a sub-folder's keys by bisection
+instead of scanning every key before them. A first page that starts after a key (``start-after``,
+as Delta readers list a log from a version on) is a new listing, and walks again.
 
 Example:
     >>> listings = Listings(Path("/srv/s3"))                                        # doctest: +SKIP
@@ -41,10 +43,12 @@ class Listings:
         self._root = root
         self._walks: dict[tuple[str, str, bool], tuple[list[str], list[Key]]] = {}
 
-    def page(self, bucket: str, prefix: str, *, delimiter: str, after: str, max_keys: int) -> ListPage:
+    def page(
+        self, bucket: str, prefix: str, *, delimiter: str, after: str, max_keys: int, continued: bool = False
+    ) -> ListPage:
         shallow = delimiter == "/" and (prefix == "" or prefix.endswith("/"))
         walk = (bucket, prefix, shallow)
-        found = self._walks.get(walk) if after else None
+        found = self._walks.get(walk) if continued else None
         if found is None:  # a first page walks again: files written since are listed
             found = self._walks[walk] = self._walk(self._root / bucket, prefix, shallow)
         names, keys = found

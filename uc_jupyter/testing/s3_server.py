@@ -9,6 +9,7 @@ notebooks run it in its own process on 127.0.0.1:
 
     python -m uc_jupyter.testing.s3_server --root DIR [--latency 0.025 --latency-sigma 0.6]
         [--bandwidth 50e6 --connection-bandwidth 25e6] [--max-in-flight 256] [--seed 0] [--require-key K]
+        [--fail-rate 0.01 --reset-rate 0.001]
 
 Buckets are the sub-folders of ``DIR``. The shaping (:mod:`uc_jupyter.testing.s3_shaping`): each
 request waits a lognormal latency (``latency`` is its median, ``latency_sigma`` its shape, 0 for a
@@ -26,7 +27,10 @@ and ``POST /_control/config`` with any setting above, ``fail_first`` (answer the
 object with an error), ``fail_status`` (503 SlowDown, the default, or 500 InternalError) and
 ``list_latency`` (seconds each listing page waits beyond the latency) and ``store_then_fail`` (a
 PutObject of a key ending in this string is stored, then answered 400 RequestTimeout: a write that
-landed although its client saw an error, as when a reply is lost; "" for none).
+landed although its client saw an error, as when a reply is lost; "" for none). Random faults
+(:mod:`uc_jupyter.testing.s3_faults`, drawn from ``seed``): ``fail_rate`` (the fraction of object GETs
+answered 503 SlowDown) and ``reset_rate`` (the fraction whose connection is reset half-way through
+the body); the stats' ``faults`` counts each kind injected since the last reset.
 
 Example:
     >>> with S3TestServer(root) as server:                     # doctest: +SKIP
@@ -63,6 +67,7 @@ from uc_jupyter.testing.s3_answers import NS as _NS
 from uc_jupyter.testing.s3_answers import error as _error
 from uc_jupyter.testing.s3_answers import etag as _etag
 from uc_jupyter.testing.s3_answers import xml as _xml
+from uc_jupyter.testing.s3_faults import RandomFaults, answer_then_reset
 from uc_jupyter.testing.s3_listing import Listings
 from uc_jupyter.testing.s3_shaping import InFlight, Latency, Link
 
@@ -81,6 +86,11 @@ class _State:
         self.max_in_flight = int(settings.get("max_in_flight", 0))
         self.fail_first = int(settings.get("fail_first", 0))
         self.fail_status = 503
+        self.faults = RandomFaults(
+            fail_rate=settings.get("fail_rate", 0.0),
+            reset_rate=settings.get("reset_rate", 0.0),
+            seed=int(settings["seed"]),
+        )
         self.list_latency = 0.0  # seconds each listing page waits on top of the latency
         self.store_then_fail = ""  # a PutObject of a key ending in this is stored, then answered 400
         self.listings = Listings(root)
@@ -95,6 +105,7 @@ class _State:
         self.bytes_sent = 0
         self.bytes_received = 0
         self.refused = 0
+        self.faults.reset_counts()
         self.link.reset()
         self.in_flight.reset()
 
@@ -108,6 +119,9 @@ class _State:
         negative = sorted(name for name, value in numbers.items() if value < 0)
         if negative:
             raise ValueError(f"invalid settings {negative}: give numbers >= 0")
+        rates = numbers.get("fail_rate", self.faults.fail_rate) + numbers.get("reset_rate", self.faults.reset_rate)
+        if rates > 1:
+            raise ValueError(f"fail_rate and reset_rate are fractions of the GETs: together at most 1, not {rates:g}")
         self.latency.median = numbers.get("latency", self.latency.median)
         self.latency.sigma = numbers.get("latency_sigma", self.latency.sigma)
         self.link.bandwidth = numbers.get("bandwidth", self.link.bandwidth)
@@ -115,6 +129,8 @@ class _State:
         self.max_in_flight = int(numbers.get("max_in_flight", self.max_in_flight))
         self.fail_first = int(numbers.get("fail_first", self.fail_first))
         self.fail_status = int(numbers.get("fail_status", self.fail_status))
+        self.faults.fail_rate = numbers.get("fail_rate", self.faults.fail_rate)
+        self.faults.reset_rate = numbers.get("reset_rate", self.faults.reset_rate)
         self.list_latency = numbers.get("list_latency", self.list_latency)
         self.store_then_fail = str(config.get("store_then_fail", self.store_then_fail))
 
@@ -127,6 +143,8 @@ class _State:
             "max_in_flight": self.max_in_flight,
             "fail_first": self.fail_first,
             "fail_status": self.fail_status,
+            "fail_rate": self.faults.fail_rate,
+            "reset_rate": self.faults.reset_rate,
             "list_latency": self.list_latency,
         }
 
@@ -142,7 +160,7 @@ class _State:
 
 # Every setting of the shaping and the failures, by its name in /_control/config and on the command line.
 _SHAPING = ("latency", "latency_sigma", "bandwidth", "connection_bandwidth", "max_in_flight")
-_SETTINGS = (*_SHAPING, "fail_first", "fail_status")
+_SETTINGS = (*_SHAPING, "fail_first", "fail_rate", "reset_rate", "fail_status")
 _CONFIG_ONLY = ("list_latency",)  # through /_control/config only (tests that hold listings back)
 _TEXT_ONLY = ("store_then_fail",)  # through /_control/config only, a string (tests of a write that landed)
 
@@ -172,6 +190,7 @@ def _list(state: _State, bucket: str, query: Any) -> web.Response:
         delimiter=query.get("delimiter", ""),
         after=query.get("continuation-token") or query.get("start-after") or "",
         max_keys=max_keys,
+        continued="continuation-token" in query,
     )
     contents = [
         f"<Contents><Key>{quote(key) if encode else escape(key)}</Key>"
@@ -194,7 +213,9 @@ def _list(state: _State, bucket: str, query: Any) -> web.Response:
     )
 
 
-async def _get(state: _State, request: web.Request, path: Path, key: str, stat: os.stat_result) -> web.StreamResponse:
+async def _get(
+    state: _State, request: web.Request, path: Path, key: str, stat: os.stat_result, *, reset: bool = False
+) -> web.StreamResponse:
     wanted = request.headers.get("If-Match")
     if wanted is not None and not {tag.strip() for tag in wanted.split(",")} & {"*", _etag(stat)}:
         # As S3: the object is not the version the caller holds (rewritten since it listed it).
@@ -218,6 +239,12 @@ async def _get(state: _State, request: web.Request, path: Path, key: str, stat: 
     headers["Content-Length"] = str(length)
     if request.method == "HEAD":
         return web.Response(status=200, headers=headers)
+    if reset:  # an injected fault: half the answer, then the connection reset
+        with open(path, "rb") as handle:
+            handle.seek(start)
+            body = handle.read(length)
+        state.gets[key] += 1
+        return await answer_then_reset(request, status, headers, body)
     if length <= _CHUNK:  # a small object in one piece: one read, one write
         with open(path, "rb") as handle:
             handle.seek(start)
@@ -303,8 +330,11 @@ async def _serve(state: _State, request: web.Request) -> web.StreamResponse:
         if state.attempts[key] <= state.fail_first:
             code = "SlowDown" if state.fail_status == 503 else "InternalError"
             return _error(state.fail_status, code, "injected failure, please retry")
+    fault = state.faults.draw() if request.method == "GET" else None
+    if fault == "503":
+        return _error(503, "SlowDown", "injected random failure, please retry")
     if request.method in ("GET", "HEAD"):
-        return await _get(state, request, path, key, stat)
+        return await _get(state, request, path, key, stat, reset=fault == "reset")
     return _error(405, "MethodNotAllowed", request.method)
 
 
@@ -329,6 +359,7 @@ async def _control(state: _State, request: web.Request) -> web.Response:
             "in_flight": state.in_flight.snapshot(),
             "delayed_seconds": state.link.delayed_seconds,
             "refused": state.refused,
+            "faults": state.faults.counts(),
             **state.settings(),
             **state.text_settings(),
         }
@@ -355,7 +386,8 @@ class S3TestServer:
 
     ``latency`` is the median of each request's wait, ``latency_sigma`` its lognormal shape (0: the
     same every time), ``seed`` the generator's; the bandwidths are bytes/s (0: no cap);
-    ``max_in_flight`` answers requests beyond it with 503 SlowDown (0: no limit); ``require_key``
+    ``max_in_flight`` answers requests beyond it with 503 SlowDown (0: no limit); ``fail_rate`` and
+    ``reset_rate`` the fractions of object GETs answered 503 or reset half-way (seeded); ``require_key``
     answers 403 AccessDenied to requests that carry no SigV4 credential of that access key (the
     signature is not checked; "": anyone may ask).
 
@@ -374,11 +406,23 @@ class S3TestServer:
         connection_bandwidth: float = 0.0,
         max_in_flight: int = 0,
         fail_first: int = 0,
+        fail_rate: float = 0.0,
+        reset_rate: float = 0.0,
         seed: int = 0,
         require_key: str = "",
     ) -> None:
         self.root = Path(root)
-        given = (latency, latency_sigma, bandwidth, connection_bandwidth, max_in_flight, fail_first, seed)
+        given = (
+            latency,
+            latency_sigma,
+            bandwidth,
+            connection_bandwidth,
+            max_in_flight,
+            fail_first,
+            fail_rate,
+            reset_rate,
+            seed,
+        )
         names = (name.replace("_", "-") for name in (*_SETTINGS[:-1], "seed"))  # in the order of `given`
         self.args = [arg for name, value in zip(names, given, strict=True) for arg in (f"--{name}", str(value))]
         self.args += ["--require-key", require_key] if require_key else []
@@ -486,6 +530,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--connection-bandwidth", type=float, default=0.0, help="bytes per second per connection")
     parser.add_argument("--max-in-flight", type=int, default=0, help="503 SlowDown beyond N requests (0: no limit)")
     parser.add_argument("--fail-first", type=int, default=0, help="503 the first N GETs of each object")
+    parser.add_argument("--fail-rate", type=float, default=0.0, help="the fraction of object GETs answered 503")
+    parser.add_argument("--reset-rate", type=float, default=0.0, help="the fraction of object GETs reset half-way")
     parser.add_argument("--require-key", default="", help="403 requests not signed with this access key id")
     parser.add_argument(
         "--exit-with-parent",
@@ -495,6 +541,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if min(args.latency, args.latency_sigma, args.bandwidth, args.connection_bandwidth, args.max_in_flight) < 0:
         parser.error("--latency, --latency-sigma, the bandwidths and --max-in-flight must be >= 0")
+    if min(args.fail_rate, args.reset_rate) < 0 or args.fail_rate + args.reset_rate > 1:
+        parser.error("--fail-rate and --reset-rate are fractions: each >= 0, together at most 1")
     settings = {name: float(getattr(args, name)) for name in (*_SETTINGS[:-1], "seed")}
     if args.exit_with_parent:  # a script that never called stop() must not leave its server behind
         threading.Thread(target=_exit_at_end_of_input, name="s3-test-server-parent", daemon=True).start()

@@ -116,7 +116,8 @@ def serving(home: Path) -> Iterator[Served]:
 
 def serve_process(home: Path, *args: str, host: str = "127.0.0.1", principal: str) -> tuple[subprocess.Popen[str], str]:
     """``uc-jupyter serve --host host --port 0 *args`` over ``home`` as a process of its own, with
-    ``UC_JUPYTER_PRINCIPAL=principal`` in its environment (a name the server must never act as): the
+    ``UC_JUPYTER_PRINCIPAL=principal`` in its environment (a name the server must never act as) and no
+    remote catalog's settings (``UC_JUPYTER_CATALOG_URL``, ``DATABRICKS_HOST`` and their tokens): the
     process and its URL, once it prints it. RuntimeError (one line, with the server's stderr) when it
     prints anything else; the process is then gone.
 
@@ -125,7 +126,11 @@ def serve_process(home: Path, *args: str, host: str = "127.0.0.1", principal: st
         >>> process.terminate(); process.wait()                                       # doctest: +SKIP
         0
     """
-    env = {**os.environ, "UC_JUPYTER_HOME": str(home), "UC_JUPYTER_PRINCIPAL": principal}
+    # The server serves home's embedded catalog: a catalog server the caller points at (as a soak
+    # that restarts its server does, for its ranks) must not become the server's own catalog.
+    remote = ("UC_JUPYTER_CATALOG_URL", "UC_JUPYTER_TOKEN", "DATABRICKS_HOST", "DATABRICKS_TOKEN")
+    env = {name: value for name, value in os.environ.items() if name not in remote}
+    env.update(UC_JUPYTER_HOME=str(home), UC_JUPYTER_PRINCIPAL=principal)
     process = subprocess.Popen(
         [sys.executable, "-m", "uc_jupyter.cli", "serve", "--host", host, "--port", "0", *args],
         stdin=subprocess.DEVNULL,
