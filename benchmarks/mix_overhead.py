@@ -21,28 +21,9 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-BATCH = 64
-
-
-def decode(path: str) -> int:
-    with open(path, "rb") as handle:
-        return len(handle.read())
-
-
-def build_volume(count: int) -> str:
-    from uc_jupyter.catalog import get_catalog
-
-    cat = get_catalog()
-    cat.create_catalog("main")
-    cat.create_schema("main.bench")
-    volume = cat.create_volume("main.bench.files")
-    root = Path(volume.storage_location.removeprefix("file://"))
-    for i in range(count):
-        (root / f"f{i:06d}.bin").write_bytes(os.urandom(2048))
-    return volume.path
+from loader_overhead import BATCH, build_volume, decode
 
 
 def timed_pass(loader: Any) -> float:

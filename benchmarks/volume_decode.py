@@ -43,13 +43,12 @@ import torch
 import torch.utils.data
 from volume_loading import (
     BATCH_SIZE,
-    CONNECTION_BANDWIDTH,
     LATENCY_SIGMA,
-    MAX_IN_FLIGHT,
     SEED,
     _cpu_seconds,
     add_store_arguments,
     exit_on_sigterm,
+    shaped_server,
     verdict,
 )
 
@@ -139,17 +138,8 @@ def remote_volume(root: Path, args: argparse.Namespace) -> Iterator[tuple[Any, s
     """The S3 test server over ``root`` (bucket "images") and a catalog whose volume reads it."""
     from uc_jupyter.catalog.embedded.local import LocalCatalog
     from uc_jupyter.testing.catalogs import external_location
-    from uc_jupyter.testing.s3_server import S3TestServer
 
-    with S3TestServer(
-        root,
-        latency=args.latency_mean * math.exp(-(LATENCY_SIGMA**2) / 2),  # the server takes the median
-        latency_sigma=LATENCY_SIGMA,
-        bandwidth=args.bandwidth,
-        connection_bandwidth=CONNECTION_BANDWIDTH,
-        max_in_flight=MAX_IN_FLIGHT,
-        seed=SEED,
-    ) as server:
+    with shaped_server(root, args) as server:
         home = root.parent / "home"
         os.environ["UC_JUPYTER_HOME"] = str(home)
         os.environ["UC_JUPYTER_PRINCIPAL"] = "bench"

@@ -349,12 +349,27 @@ class Env:
     sizes: dict[int, tuple[tuple[str, ...], int]]  # file count -> (relative paths, total bytes)
 
 
+def shaped_server(root: Path, args: argparse.Namespace, *, require_key: str = "") -> Any:
+    """The S3 test server over ``root`` at issue 16's shaping (``args``: add_store_arguments'), not started."""
+    from uc_jupyter.testing.s3_server import S3TestServer
+
+    return S3TestServer(
+        root,
+        latency=args.latency_mean * math.exp(-(LATENCY_SIGMA**2) / 2),  # the server takes the median
+        latency_sigma=LATENCY_SIGMA,
+        bandwidth=args.bandwidth,
+        connection_bandwidth=CONNECTION_BANDWIDTH,
+        max_in_flight=MAX_IN_FLIGHT,
+        seed=SEED,
+        require_key=require_key,
+    )
+
+
 @contextlib.contextmanager
 def bench_env(args: argparse.Namespace) -> Iterator[Env]:
     """Files, server and catalog in a temporary folder; everything is removed on the way out."""
     from uc_jupyter.catalog.embedded.local import LocalCatalog
     from uc_jupyter.testing.catalogs import external_location
-    from uc_jupyter.testing.s3_server import S3TestServer
     from uc_jupyter.testing.small_files import write_small_files
 
     tmp = Path(tempfile.mkdtemp(prefix="uc-bench-volume-"))
@@ -369,16 +384,8 @@ def bench_env(args: argparse.Namespace) -> Iterator[Env]:
         os.sync()  # to disk now, not while epoch 1 writes the cache (a remote store's data never waits on it)
         written = sum(total for _, total in sizes.values())
         print(f"wrote {sum(args.files)} files, {written / 1e6:.1f} MB in {time.perf_counter() - started:.1f} s")
-        server = S3TestServer(
-            root,
-            latency=args.latency_mean * math.exp(-(LATENCY_SIGMA**2) / 2),  # the server takes the median
-            latency_sigma=LATENCY_SIGMA,
-            bandwidth=args.bandwidth,
-            connection_bandwidth=CONNECTION_BANDWIDTH,
-            max_in_flight=MAX_IN_FLIGHT,
-            seed=SEED,
-            require_key=KEYS["AWS_ACCESS_KEY_ID"],  # each path must really send the keys it was given
-        ).start()
+        # Each credential path must really send the keys it was given.
+        server = shaped_server(root, args, require_key=KEYS["AWS_ACCESS_KEY_ID"]).start()
         os.environ["UC_JUPYTER_HOME"] = str(tmp / "home")
         os.environ["UC_JUPYTER_PRINCIPAL"] = "bench"
         catalog = LocalCatalog(tmp / "home")
