@@ -66,3 +66,19 @@ def test_only_streams_of_a_loader_in_other_processes_that_hold_their_files_get_a
     assert stream_share(9_000, workers, holds=True, listed_bytes=None) == 1_000
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "many")
     assert ranks_on_this_node() == 1
+
+
+def test_an_idle_stream_at_the_end_of_its_share_waits_for_the_consumer_letting_go_meanwhile() -> None:
+    moved = [0]
+    share = share_over([500] * 6, batch=2, share=1000, moved=moved)
+    asked: list[int] = []
+
+    def let_go(size: int) -> None:  # what the stream's hand-out stage releases while it waits
+        asked.append(size)
+        if len(asked) == 3:
+            moved[0] = 2  # the loop moved past the stream's first batch
+
+    assert share.reach(2, 6, idle=False, let_go=let_go) == 2  # files still to hand out: no wait
+    assert asked == []
+    assert share.reach(2, 6, idle=True, let_go=let_go) == 4
+    assert asked == [0, 0, 0]

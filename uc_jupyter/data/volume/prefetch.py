@@ -154,7 +154,16 @@ class Prefetcher:
         self._unreserved.clear()
         self._hit_run = 0
         self._bound_by_budget(wanted)
-        share = self._share(wanted)
+        # This pass's share of the budget (data/volume/share.py), when it has one.
+        share = None
+        if self._share_bytes is not None:
+            share = Share(
+                wanted,
+                batch_size=self._consumer.batch_size,
+                share_bytes=self._share_bytes,
+                first_in_use=self._consumer.start(),
+                where=f"cache {self.cache.root}",
+            )
         self._yielded = 0
         position = 0
         refill_at = 0  # top up once the window is down to this many files
@@ -166,8 +175,8 @@ class Prefetcher:
                     self._yielded = 0
                     depth = self.pace.depth()
                     end = min(len(wanted), position + max(depth, self._hit_run) - len(pending))
-                    if share is not None:
-                        end = self._within_share(share, pending, position, end)
+                    if share is not None:  # with nothing left in the window, it waits for the loop first
+                        end = share.reach(position, end, idle=not pending, let_go=self._relieve_handed)
                     try:
                         position = self._position = self._top_up(pending, wanted, position, end)
                     except OSError as exc:  # the index could not be written: a full disk, say so
@@ -230,33 +239,6 @@ class Prefetcher:
         mean = sum(map(operator.attrgetter("size"), sample)) / len(sample)
         room = self.cache.max_bytes * self.cache.headroom
         self.pace.most = budget_cap(room, streams=self._streams, mean_size=mean)
-
-    def _share(self, wanted: Sequence[Wanted]) -> Share | None:
-        """This pass's share of the budget (:mod:`~uc_jupyter.data.volume.share`), when it has one."""
-        if self._share_bytes is None:
-            return None
-        return Share(
-            wanted,
-            batch_size=self._consumer.batch_size,
-            share_bytes=self._share_bytes,
-            first_in_use=self._consumer.start(),
-            where=f"cache {self.cache.root}",
-        )
-
-    def _within_share(
-        self, share: Share, pending: collections.deque[CachedFile | _Slot], position: int, end: int
-    ) -> int:
-        """How far this top-up may reach within the stream's share of the budget; with nothing left
-        in the window, wait for the consumer to move past a batch first (letting go of what it is
-        done with meanwhile), since nothing else can give this stream room."""
-        allowed = share.end(position, end)
-        delay = 0.001
-        while allowed <= position and not pending:
-            self._relieve_handed(0)
-            time.sleep(delay)  # the loop, in another process, moves on in its own time
-            delay = min(2 * delay, 0.02)
-            allowed = share.end(position, end)
-        return allowed
 
     def _top_up(
         self, pending: collections.deque[CachedFile | _Slot], wanted: Sequence[Wanted], position: int, end: int

@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import bisect
+import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -110,6 +111,25 @@ class Share:
         if fits < batch_end:
             self._refuse(first, batch_end)
         return max(position, min(wanted, fits))
+
+    def reach(self, position: int, wanted: int, *, idle: bool, let_go: Callable[[int], object]) -> int:
+        """:meth:`end`, waiting for the consumer to move past a batch while the stream may pin
+        nothing more and is ``idle`` (holds nothing it has not handed out: only the consumer can
+        give it room). Meanwhile ``let_go(0)`` releases what the consumer is done with. The consumer
+        runs in another process (:func:`stream_share` gives no share otherwise), and moves on in
+        its own time: the wait polls, from 1 ms up to 20 ms apart.
+
+        Raises:
+            CacheBudgetError: as :meth:`end`.
+        """
+        allowed = self.end(position, wanted)
+        delay = 0.001
+        while idle and allowed <= position:
+            let_go(0)
+            time.sleep(delay)
+            delay = min(2 * delay, 0.02)
+            allowed = self.end(position, wanted)
+        return allowed
 
     def _grow(self, upto: int) -> list[int]:
         ends, files = self._ends, self._files
