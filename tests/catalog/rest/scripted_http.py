@@ -18,8 +18,8 @@ class Scripted(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, port: int = 0) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
         self.script: list[tuple[int, Any, dict[str, str]]] = [(200, {}, {})]
         self.seen: list[dict[str, Any]] = []
 
@@ -55,9 +55,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def scripted_server() -> Iterator[Scripted]:
-    """A :class:`Scripted` server, serving in a thread until the block ends."""
-    server = Scripted()
+def scripted_server(port: int = 0) -> Iterator[Scripted]:
+    """A :class:`Scripted` server (on ``port``; 0: any free one), serving in a thread until the block ends."""
+    server = Scripted(port)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     yield server

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -122,6 +123,26 @@ def test_connection_refused_is_retried_then_one_line() -> None:
     with pytest.raises(CatalogError, match="cannot reach the catalog server at .* after 3 tries") as caught:
         _http(url, sleeps, retry=RetryPolicy(attempts=3, base_seconds=0.2, jitter="equal")).call("GET", "/catalogs")
     assert "\n" not in str(caught.value) and len(sleeps.waits) == 2
+
+
+def test_a_create_whose_connection_was_refused_is_tried_again() -> None:
+    """Nothing was sent, so repeating it cannot make it happen twice: a server restarting (refusing
+    connections for a moment) does not fail a create, which reaches it once it is back; a create the
+    server answered 503 is still never repeated (above)."""
+    port = free_port()
+    with contextlib.ExitStack() as started:
+        back: list[Scripted] = []
+
+        class ServerBackAfterTwoWaits(Sleeps):
+            def __call__(self, seconds: float) -> None:
+                super().__call__(seconds)
+                if len(self.waits) == 2:  # the server is up again on its port
+                    back.append(started.enter_context(scripted_server(port)))
+                    back[0].script = [(200, {"name": "x"}, {})]
+
+        http = _http(f"http://127.0.0.1:{port}", ServerBackAfterTwoWaits())
+        assert http.call("POST", "/catalogs", body={"name": "x"}) == {"name": "x"}
+        assert [seen["method"] for seen in back[0].seen] == ["POST"]  # reached once, after two refusals
 
 
 @pytest.mark.parametrize(

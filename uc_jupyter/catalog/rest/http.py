@@ -9,9 +9,11 @@ with its principal, privilege and object, ``Unauthenticated``, ``ValueError``).
 
 Retries: a 429, 502, 503 or 504 answer, or a connection error, is tried again with jittered exponential
 backoff (``Retry-After`` honoured), but only for calls that are safe to repeat: GET, DELETE and the
-POSTs a caller marks ``idempotent`` (the temporary-credential routes). A create is never repeated: a
-create whose answer was lost may have happened, and doing it twice would turn its success into
-"already exists" or worse. The sleep and the clock are injected, so tests of the backoff never sleep.
+POSTs a caller marks ``idempotent`` (the temporary-credential routes). A create is never repeated once
+it may have reached the server: a create whose answer was lost may have happened, and doing it twice
+would turn its success into "already exists" or worse. A connection that was never made (refused, or
+not made in time, as while the server restarts) sent nothing, so any call is tried again then. The
+sleep and the clock are injected, so tests of the backoff never sleep.
 
 Base URLs (:func:`base_url`): the server's URL with or without ``/api/2.1/unity-catalog``; for a
 Databricks workspace (``DATABRICKS_HOST``, with or without ``https://``) the same suffix, and the
@@ -163,19 +165,23 @@ class Http:
             payload = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         safe = method in ("GET", "HEAD", "DELETE") if idempotent is None else idempotent
-        delays = self.retry.delays(self.retry.attempts if safe else 0, self._rng)
+        delays = self.retry.delays(self.retry.attempts, self._rng)
         for attempt in range(len(delays) + 1):
             try:
                 response = self._pool_here().request(method, target, body=payload, headers=headers, redirect=False)
             except urllib3.exceptions.HTTPError as exc:
-                if attempt == len(delays):
+                # A call whose connection was never made (refused, or not made in time: a server
+                # restarting) sent nothing, so any call may be repeated; one that may have reached
+                # the server is repeated only when it is safe to.
+                unsent = isinstance(exc, urllib3.exceptions.ConnectTimeoutError)
+                if attempt == len(delays) or not (safe or unsent):
                     raise CatalogError(
                         f"cannot reach the catalog server at {self.base} ({_reason(exc)}) after {attempt + 1} "
                         "tries; check that it runs and that UC_JUPYTER_CATALOG_URL names it"
                     ) from None
                 self._sleep(delays[attempt])
                 continue
-            if response.status in RETRIED_STATUSES and attempt < len(delays):
+            if response.status in RETRIED_STATUSES and attempt < len(delays) and safe:
                 self._sleep(self._retry_after(response.headers.get("Retry-After"), delays[attempt]))
                 continue
             return self._answer(method, path, response)
