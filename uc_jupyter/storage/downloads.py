@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from uc_jupyter.storage.errors import VolumeReadError
-from uc_jupyter.storage.fsspec_ranges import NotTheListedVersion, read_range
+from uc_jupyter.storage.fsspec_ranges import NotTheListedVersion, read_range, size_now
 from uc_jupyter.storage.retry import RetryPolicy, retry_delay
 
 if TYPE_CHECKING:
@@ -226,7 +226,8 @@ class ThreadDownloads:
                 try:
                     piece = read_range(self._fs, job.remote, read, read + asked, etag=job.etag)
                 except NotTheListedVersion:  # its size now says how it changed
-                    raise changed_since_listing(job.where, job.size, self._size_now(job), another=True) from None
+                    now = size_now(self._fs, job.remote)
+                    raise changed_since_listing(job.where, job.size, now, another=True) from None
                 read += len(piece)
                 if read > job.size:  # also a store that ignored the range: nothing more is written
                     raise changed_since_listing(job.where, job.size, None)
@@ -237,14 +238,6 @@ class ThreadDownloads:
                 raise changed_since_listing(job.where, job.size, read)
         finally:
             os.close(fd)
-
-    def _size_now(self, job: Job) -> int | None:
-        """The file's size now, for the error's words (None: not known, its look failed too)."""
-        try:
-            self._fs.invalidate_cache(job.remote)
-            return int(self._fs.info(job.remote).get("size") or 0)
-        except Exception:
-            return None
 
     def _check_empty(self, job: Job) -> None:
         """An empty listed file: its size asked of the store (fresh, not a listing the filesystem

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import fsspec
 
-__all__ = ["NotTheListedVersion", "read_range"]
+__all__ = ["NotTheListedVersion", "read_range", "size_now"]
 
 
 class NotTheListedVersion(OSError):
@@ -43,6 +43,16 @@ def read_range(fs: fsspec.AbstractFileSystem, remote: str, start: int, end: int,
     from fsspec.asyn import sync
 
     return bytes(sync(fs.loop, _get_matching, fs, remote, start, end, etag))
+
+
+def size_now(fs: fsspec.AbstractFileSystem, remote: str) -> int | None:
+    """The size of ``remote`` on ``fs`` now, asked of the store (not a listing ``fs`` keeps), for the
+    words of a changed file's error; None when not known (the look failed too)."""
+    try:
+        fs.invalidate_cache(remote)
+        return int(fs.info(remote).get("size") or 0)
+    except Exception:
+        return None
 
 
 async def _get_matching(fs: Any, remote: str, start: int, end: int, etag: str) -> bytes:

@@ -34,7 +34,7 @@ import fsspec
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
 from uc_jupyter.storage.downloads import changed_since_listing
-from uc_jupyter.storage.fsspec_ranges import NotTheListedVersion, read_range
+from uc_jupyter.storage.fsspec_ranges import NotTheListedVersion, read_range, size_now
 
 __all__ = ["PROTOCOL", "PinnedVersions", "Pins", "url_of"]
 
@@ -122,25 +122,14 @@ class _ListedFile(AbstractBufferedFile):  # type: ignore[misc]  # fsspec ships n
         end = min(end, self.size)
         if start >= end:
             return b""
+        where = fs.pins.volume_path(self.path)
         try:
             got = read_range(fs.target, self.path, start, end, etag=self._etag)
         except NotTheListedVersion:
-            raise changed_since_listing(self._named(), self.size, self._size_now(), another=True) from None
+            raise changed_since_listing(where, self.size, size_now(fs.target, self.path), another=True) from None
         if len(got) < end - start:  # shorter than listed: it shrank since
-            raise changed_since_listing(self._named(), self.size, self._size_now())
+            raise changed_since_listing(where, self.size, size_now(fs.target, self.path))
         return got
-
-    def _named(self) -> str:
-        fs: PinnedVersions = self.fs
-        return fs.pins.volume_path(self.path)
-
-    def _size_now(self) -> int | None:
-        fs: PinnedVersions = self.fs
-        try:
-            fs.target.invalidate_cache(self.path)
-            return int(fs.target.info(self.path).get("size") or 0)
-        except Exception:  # only the message's words: its look failed too
-            return None
 
 
 # Registered as this module is imported (see the module's docstring: unpickling a Pins imports it).
