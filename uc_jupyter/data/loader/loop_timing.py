@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from uc_jupyter.data.loader.torch_tasks import delivered_worker, tasks
+from uc_jupyter.data.loader.worker_errors import caused, unwrapped
 from uc_jupyter.data.loader.workers import Counted
-from uc_jupyter.data.volume.decode import DecodeError, from_worker
 from uc_jupyter.telemetry.model import BUCKET_BOUNDS, EXPOSED_STAGES, MADE_STAGES, MAIN_WORKER, Histogram, Sample
 
 # The loop's samples are numbered across the process's loaders: a collector keeps the newest sample
@@ -117,12 +117,12 @@ class LoopTiming:
                 except StopIteration:
                     run.position.ended()
                     return
-                except DecodeError as error:
-                    plain = from_worker(error)  # torch's re-raise holds the worker's traceback in its message
+                except Exception as error:
+                    plain = unwrapped(error)  # torch's re-raise holds the worker's traceback in its message
                     if plain is None:
                         raise
                     # A transform of one's own keeps that traceback as the cause; Pillow's is noise.
-                    raise plain from (error if "direct cause" in str(error) else None)
+                    raise plain from (error if caused(error) else None)
                 got = clock()
                 after = None
                 waited = got - asked
