@@ -1,14 +1,17 @@
 """Issue 32's run: 2 ranks over a volume and a table mixed 3:1, checkpointed as they go, a rank killed
 mid-epoch; resumed on 3 ranks from the newest checkpoint, each source's samples left arrive once.
 
-The cells run as ``%%uc_distributed`` runs them (a RankPool executing cell source on every rank, in
-processes of their own), over the embedded catalog the test made; a rank SIGKILLs itself, so the pool
-sees a real death.
+Twice: as ``%%uc_distributed`` cells in a real Jupyter kernel (what a person runs), and as the same
+cell source executed by a RankPool in this process (the layer under the magic, where the error's
+type and its rank can be checked). Both over the embedded catalog the test made; a rank SIGKILLs
+itself, so the pool sees a real death.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 import textwrap
 from collections import Counter
 from collections.abc import Callable
@@ -21,6 +24,7 @@ from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.checkpoint import latest
 from uc_jupyter.distributed.errors import RankDied
 from uc_jupyter.distributed.pool import RankPool
+from uc_jupyter.testing.kernels import kernel_env, running_kernel
 
 VOLUME = "/Volumes/main/ml/docs"
 TABLE = "main.ml.captions"
@@ -82,6 +86,40 @@ RESUMED = MAKE + textwrap.dedent(
 )
 
 
+def delivered_once(before: list[str], rest: list[list[str]]) -> None:
+    """What the killed run had taken at its newest checkpoint and what the 3 ranks resumed with make
+    up each source's epoch, every sample once."""
+    assert len(before) == 8  # 2 steps of 2 ranks x 2 samples, the step the kill cut short not among them
+    assert len(rest) == 3 and all(rest), rest  # each of the 3 ranks had its part of what was left
+    delivered = Counter(before + [sample for rank in rest for sample in rank])
+    whole = [f"d{i:02d}.txt" for i in range(DOCS)] + [f"row {i}" for i in range(ROWS)]
+    assert delivered == Counter(whole)  # every sample of each source's epoch once: none repeated, none lost
+
+
+def taken_at_the_checkpoint(kept: Path) -> list[str]:
+    newest = latest(RUN)
+    assert newest is not None and newest.endswith("/step-2")
+    return [sample for rank in (0, 1) for sample in json.loads((kept / f"rank-{rank}-step-2.json").read_text())]
+
+
+@pytest.mark.servers  # a Jupyter kernel and its rank pools
+@pytest.mark.usefixtures("mixed")
+def test_uc_distributed_cells_killed_mid_epoch_on_2_ranks_resume_on_3_with_each_sample_left_once(
+    tmp_path: Path,
+) -> None:
+    env = kernel_env(
+        UC_JUPYTER_HOME=os.environ["UC_JUPYTER_HOME"], UC_JUPYTER_PRINCIPAL=os.environ["UC_JUPYTER_PRINCIPAL"]
+    )
+    with running_kernel(env=env, cwd=tmp_path, load_extension=True) as kernel:
+        killed = kernel.run("%%uc_distributed --gpus 2\n" + first_run(tmp_path))
+        assert killed.reply["status"] == "error", killed.failure
+        assert "rank 1 died: its process killed by signal SIGKILL" in "\n".join(killed.errors[0]), killed.errors
+        resumed = kernel.run("%%uc_distributed --gpus 3\n" + RESUMED)
+        assert resumed.failure is None, resumed.failure
+        kernel.run("%uc_distributed --shutdown")
+    delivered_once(taken_at_the_checkpoint(tmp_path), ast.literal_eval(resumed.results[-1]))
+
+
 @pytest.mark.usefixtures("mixed")
 def test_a_mix_killed_mid_epoch_on_2_ranks_resumes_on_3_with_each_sources_samples_left_once(tmp_path: Path) -> None:
     two = RankPool(2, devices="cpu", stop_grace=2.0)
@@ -91,16 +129,10 @@ def test_a_mix_killed_mid_epoch_on_2_ranks_resumes_on_3_with_each_sources_sample
     finally:
         two.shutdown()
     assert died.value.ranks[0] == 1
-    newest = latest(RUN)
-    assert newest is not None and newest.endswith("/step-2")
-    before = [sample for rank in (0, 1) for sample in json.loads((tmp_path / f"rank-{rank}-step-2.json").read_text())]
-    assert len(before) == 8  # 2 steps of 2 ranks x 2 samples, the step the kill cut short not among them
+    before = taken_at_the_checkpoint(tmp_path)
     three = RankPool(3, devices="cpu", stop_grace=2.0)
     try:
         rest = three.execute(RESUMED, timeout=240)
     finally:
         three.shutdown()
-    assert all(rest), rest  # each of the 3 ranks had its part of what was left
-    delivered = Counter(before + [sample for rank in rest for sample in rank])
-    whole = [f"d{i:02d}.txt" for i in range(DOCS)] + [f"row {i}" for i in range(ROWS)]
-    assert delivered == Counter(whole)  # every sample of each source's epoch once: none repeated, none lost
+    delivered_once(before, rest)
