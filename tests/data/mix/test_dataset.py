@@ -7,7 +7,7 @@ import pickle
 import re
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -316,3 +316,29 @@ def test_a_mix_read_without_a_loader_times_its_sources_in_its_own_stats(volumes:
     assert len(list(mix)) == 8
     (stream,) = mix.stats().streams
     assert stream.source_names == (fast, slow) and stream.source_seconds[1] >= 2 * 0.01 > stream.source_seconds[0]
+
+
+@pytest.fixture
+def tracking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """MLflow on a sqlite store of this test's own."""
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    mlflow.set_tracking_uri(uri)
+    yield mlflow
+    while mlflow.active_run() is not None:
+        mlflow.end_run()
+
+
+def test_mlflow_gets_the_exposed_wait_each_source_caused(volumes: Callable[..., list[str]], tracking: Any) -> None:
+    fast, slow = volumes([24, 8])
+    mix = Mix([UCVolumeDataset(fast), UCVolumeDataset(slow, transform=slow_decode)], [3, 1])
+    loader = DataLoader(mix, batch_size=4, num_workers=0, collate_fn=names_of)
+    with tracking.start_run() as run:
+        list(loader)
+    loader.close()
+    logged = tracking.tracking.MlflowClient().get_run(run.info.run_id).data.metrics
+    quick, slowest = (logged[f"dataloader/source_exposed_seconds/{i}/rank_0"] for i in (0, 1))
+    assert slowest > 4 * quick and slowest > 0.005  # per batch: about its one 10 ms sample in each
