@@ -102,6 +102,7 @@ class LoopTiming:
         """The pass ``inner`` (torch's iterator), timed and counted batch by batch (see the module docstring)."""
         clock, reporter, progress, items = self._clock, run.reporter, run.progress, run.items
         workers, sink, local = run.workers, run.sink, run.progress.stages
+        seen = (local.fetch, local.decode, local.collate)  # the stages' seconds before this pass's first batch
         counted = workers or not run.position.asks
         worker: int | None = None
         first = True
@@ -131,10 +132,11 @@ class LoopTiming:
                     if isinstance(batch, Counted):
                         self._staged(batch.stages, batch.pinned, waited, first, batch.made)
                         batch, after = batch.batch, batch.position
-                else:  # the stages ran in this process, inside next(): taken inline (StageTimes.take), per batch
-                    made = (local.fetch, local.decode, local.collate)
-                    local.fetch = local.decode = local.collate = 0.0
-                    self._staged(made, 0.0, waited, first)
+                else:  # the stages ran in this process, inside next(): taken inline, per batch
+                    # (StageTimes.take written out: its seconds only grow, what they grew by is this batch's)
+                    fetch, decode, collate = local.fetch, local.decode, local.collate
+                    self._staged((fetch - seen[0], decode - seen[1], collate - seen[2]), 0.0, waited, first)
+                    seen = (fetch, decode, collate)
                 if first:  # the pass's start-up ends with its first batch
                     self.first_waits += waited
                     first = False
