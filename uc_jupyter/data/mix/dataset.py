@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
@@ -214,7 +215,7 @@ class Mix(PartitionedDataset):
             counters.source_epochs[:] = [0] * len(self.sources)
             counters.source_seconds[:] = [0.0] * len(self.sources)
         counters.source_names = self.names  # once per pass: telemetry carries them to the dashboard
-        return self._interleaved(sources.tolist(), epochs.tolist(), parts, counters, stream, stages)
+        return self._interleaved(sources, epochs, parts, counters, stream, stages)
 
     def _part(self, source: int, taken: npt.NDArray[np.int64]) -> Iterator[Any]:
         """Source ``source``'s samples numbered ``taken`` (in order), read by the source itself."""
@@ -229,8 +230,8 @@ class Mix(PartitionedDataset):
 
     def _interleaved(
         self,
-        sources: list[int],
-        epochs: list[int],
+        sources: npt.NDArray[np.int64],
+        epochs: npt.NDArray[np.int64],
         parts: list[Iterator[Any]],
         counters: StreamCounters,
         stream: str,
@@ -244,20 +245,25 @@ class Mix(PartitionedDataset):
         # and opens the next: no clock read, and nothing per sample but the comparison.
         running, mark = -1, 0.0
         try:
-            for source, epoch in zip(sources, epochs, strict=True):
+            # The schedule in runs of one source and one of its epochs: per sample, only the loop over
+            # the source's part, the counts and the yield (a sample's bookkeeping written out and
+            # without the lock: this stream is the only writer of its counters and position, and
+            # readers see a count a sample late at worst).
+            for source, epoch, length in _runs(sources, epochs):
                 if source != running:
                     now = stages.fetch + stages.decode
                     if running >= 0:
                         spent[running] += now - mark
                     running, mark = source, now
-                sample = next(parts[source])
-                # _count written out and without its lock, as it runs per sample: this stream is the only
-                # writer of its counters and position (readers see a count a sample late at worst).
-                counters.files += 1
-                per_source[source] += 1
                 latest[source] = epoch
-                positions[stream] += 1
-                yield sample
+                before = per_source[source]
+                for sample in itertools.islice(parts[source], length):
+                    counters.files += 1
+                    per_source[source] += 1
+                    positions[stream] += 1
+                    yield sample
+                if per_source[source] - before != length:
+                    raise RuntimeError("a source of the mix gave fewer samples than its part of the stream")
         finally:  # the last run, however the pass ends (a loader stopped early closes it here)
             if running >= 0:
                 spent[running] += stages.fetch + stages.decode - mark
@@ -373,3 +379,19 @@ def _rows(batches: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         count = len(next(iter(batch.values()))) if batch else 0
         for row in range(count):
             yield {name: column[row] for name, column in batch.items()}
+
+
+def _runs(sources: npt.NDArray[np.int64], epochs: npt.NDArray[np.int64]) -> Iterator[tuple[int, int, int]]:
+    """The schedule ``sources`` (each sample's source) with ``epochs`` (each sample's epoch of its
+    source) as runs ``(source, epoch, length)`` of consecutive samples alike in both.
+
+    Example:
+        >>> list(_runs(np.array([0, 0, 1, 0, 0]), np.array([0, 0, 0, 0, 1])))
+        [(0, 0, 2), (1, 0, 1), (0, 0, 1), (0, 1, 1)]
+    """
+    if not len(sources):
+        return iter(())
+    turns = np.flatnonzero((sources[1:] != sources[:-1]) | (epochs[1:] != epochs[:-1])) + 1
+    starts = np.concatenate(([0], turns))
+    lengths = np.diff(np.concatenate((starts, [len(sources)])))
+    return zip(sources[starts].tolist(), epochs[starts].tolist(), lengths.tolist(), strict=True)
