@@ -51,9 +51,25 @@ def test_a_ranks_next_loader_is_measured_from_its_start() -> None:
     assert step == 5 and abs(values["exposed_wait_seconds"] - 5 * 0.01 / 4) < 1e-9
 
 
-def mixing(rank: int, worker: int, counts: tuple[int, ...], epochs: tuple[int, ...], seq: int = 1) -> Sample:
-    """A Mix's stream in worker ``worker`` of rank ``rank``: its samples of each source so far."""
-    return Sample(rank=rank, worker=worker, seq=seq, time=1.0, source_samples=counts, source_epochs=epochs)
+def mixing(
+    rank: int,
+    worker: int,
+    counts: tuple[int, ...],
+    epochs: tuple[int, ...],
+    seq: int = 1,
+    asked: tuple[float, ...] = (),
+) -> Sample:
+    """A Mix's stream in worker ``worker`` of rank ``rank``: its samples of each source so far (and
+    the shares its weights ask of them)."""
+    return Sample(
+        rank=rank,
+        worker=worker,
+        seq=seq,
+        time=float(seq),
+        source_samples=counts,
+        source_epochs=epochs,
+        source_asked=asked,
+    )
 
 
 def test_a_mix_logs_each_sources_share_of_the_window_and_its_epoch() -> None:
@@ -66,11 +82,19 @@ def test_a_mix_logs_each_sources_share_of_the_window_and_its_epoch() -> None:
     values, _ = windows.close(first) or ({}, 0)
     assert (values["source_share/0"], values["source_share/1"]) == (0.75, 0.25)  # rank 1's stream is its own
     assert (values["source_epoch/0"], values["source_epoch/1"]) == (0.0, 1.0)
-    later = snapshot(loop(0, 8, 0.01, seq=2), mixing(0, 0, (8, 4), (1, 1), seq=2), mixing(0, 1, (8, 4), (1, 1), seq=2))
+    assert "source_asked/0" not in values  # the streams did not say what their weights ask
+    # Resumed with new weights (1:1): the newest pass's shares asked are logged beside what was given.
+    later = snapshot(
+        loop(0, 8, 0.01, seq=2),
+        mixing(0, 0, (8, 4), (1, 1), seq=2, asked=(0.5, 0.5)),
+        mixing(0, 1, (8, 4), (1, 1), seq=2, asked=(0.5, 0.5)),
+    )
     values, _ = windows.close(later) or ({}, 0)
     assert (values["source_share/0"], values["source_share/1"]) == (0.5, 0.5)  # the window's 8 samples only
+    assert (values["source_asked/0"], values["source_asked/1"]) == (0.5, 0.5)
     names = metric_names(0)
     assert names["source_share/1"] == "dataloader/source_share/1/rank_0"
+    assert names["source_asked/1"] == "dataloader/source_asked/1/rank_0"
     assert names["source_epoch/0"] == "dataloader/source_epoch/0/rank_0"
     values, _ = RankWindows(0).close(snapshot(loop(0, 4, 0.01))) or ({}, 0)
     assert not any(key.startswith("source_") for key in values)  # a single dataset logs none

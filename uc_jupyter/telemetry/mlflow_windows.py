@@ -46,7 +46,7 @@ class _RankNames(dict[str, str]):
         self.rank = rank
 
     def __missing__(self, key: str) -> str:
-        if key.startswith(("source_share/", "source_epoch/", "source_exposed_seconds/")):
+        if key.startswith(("source_share/", "source_asked/", "source_epoch/", "source_exposed_seconds/")):
             return f"{_PREFIX}/{key}/rank_{self.rank}"
         raise KeyError(key)
 
@@ -54,7 +54,8 @@ class _RankNames(dict[str, str]):
 def metric_names(rank: int) -> dict[str, str]:
     """The MLflow keys of rank ``rank``'s windows, by value name (the reference runtime's first four);
     a Mix's sources add ``dataloader/source_share/<i>/rank_<rank>`` (the share of the window's samples
-    source ``i`` gave), ``dataloader/source_epoch/<i>/rank_<rank>`` (its own epoch) and
+    source ``i`` gave), ``dataloader/source_asked/<i>/rank_<rank>`` (the share its weight asks for),
+    ``dataloader/source_epoch/<i>/rank_<rank>`` (its own epoch) and
     ``dataloader/source_exposed_seconds/<i>/rank_<rank>`` (the exposed wait per batch source ``i``
     caused: the wait the making stages caused, split in proportion to the seconds each source's stages
     took in the window)."""
@@ -91,6 +92,7 @@ class _Totals(NamedTuple):
     sources: tuple[int, ...]  # a Mix's samples per source, over the rank's streams
     source_epochs: tuple[int, ...]  # a Mix's sources: each one's own epoch
     source_seconds: tuple[float, ...]  # a Mix's sources: seconds their stages took, over the rank's streams
+    source_asked: tuple[float, ...] = ()  # a Mix's sources: the share of the samples asked of each
 
 
 class RankWindows:
@@ -155,6 +157,7 @@ class RankWindows:
         mixed = sum(sources)
         if mixed:  # a Mix: what each source gave of the window's samples, and its own epoch
             values.update({f"source_share/{i}": count / mixed for i, count in enumerate(sources)})
+            values.update({f"source_asked/{i}": asked for i, asked in enumerate(now.source_asked)})
             values.update({f"source_epoch/{i}": float(epoch) for i, epoch in enumerate(now.source_epochs)})
             values.update(_source_waits(stages, source_seconds, steady))
         return values, loop.batches
@@ -180,6 +183,7 @@ class RankWindows:
             own.source_samples,
             own.source_epochs,
             own.source_seconds,
+            own.source_asked,
         )
         return loop, totals
 

@@ -210,6 +210,7 @@ class Sample:
     source_epochs: tuple[int, ...] = ()
     source_seconds: tuple[float, ...] = ()
     source_names: tuple[str, ...] = ()
+    source_asked: tuple[float, ...] = ()  # the share of the samples asked of each source (its weights)
 
     @property
     def producer(self) -> tuple[int, int]:
@@ -399,6 +400,19 @@ class Snapshot:
         """A Mix's sources' names (volume paths, table names) as its streams tell them; empty for a
         single dataset."""
         return next((s.source_names for s in self._all() if s.source_names), ())
+
+    @property
+    def source_asked(self) -> tuple[float, ...]:
+        """A Mix's sources: the share of the samples asked of each (its weights, normalised), as its
+        streams tell them (the newest pass's, when weights changed at a resume); empty for a single dataset.
+
+        Example:
+            >>> asked = Sample(rank=0, worker=0, seq=1, time=1.0, source_asked=(0.75, 0.25))
+            >>> Snapshot({(0, 0): asked}, 1.0).source_asked
+            (0.75, 0.25)
+        """
+        newest = max((s for s in self._all() if s.source_asked), key=lambda s: s.time, default=None)
+        return newest.source_asked if newest is not None else ()
 
     def of_rank(self, rank: int) -> Snapshot:
         """The samples of rank ``rank`` alone (its loop and its streams), at the same time.

@@ -13,11 +13,13 @@ Example:
     >>> from uc_jupyter.telemetry.model import Histogram, Sample, Snapshot
     >>> loop = Sample(rank=0, worker=-1, seq=1, time=9.0, batches=10, exposed=(3.0, 1.0, 0.0, 0.0, 0.0))
     >>> stream = Sample(rank=0, worker=0, seq=1, time=9.0, source_samples=(30, 10), source_epochs=(1, 0),
-    ...                 source_seconds=(0.3, 3.7), source_names=("/Volumes/main/ml/images", "main.ml.crawl"))
+    ...                 source_seconds=(0.3, 3.7), source_names=("/Volumes/main/ml/images", "main.ml.crawl"),
+    ...                 source_asked=(0.75, 0.25))
     >>> snap = Snapshot({(0, -1): loop, (0, 0): stream}, time=9.0)
     >>> print(sources_text(snap))  # doctest: +NORMALIZE_WHITESPACE
-    sources: /Volumes/main/ml/images 75% (its epoch 1, 10.0 ms a sample, 8% of the wait),
-    main.ml.crawl 25% (its epoch 0, 370 ms a sample, 92% of the wait); the loop waits most for main.ml.crawl
+    sources: /Volumes/main/ml/images 75% (asked 75%, its epoch 1, 10.0 ms a sample, 8% of the wait),
+    main.ml.crawl 25% (asked 25%, its epoch 0, 370 ms a sample, 92% of the wait); the loop waits most for
+    main.ml.crawl
     >>> waited_on(snap).name
     'main.ml.crawl'
 """
@@ -37,7 +39,8 @@ _SOURCE_STAGES = tuple(EXPOSED_STAGES.index(stage) for stage in MADE_STAGES if s
 
 @dataclass(frozen=True)
 class SourceRow:
-    """One source of a Mix: its ``samples`` and their ``share`` of the mix's, its own ``epoch``, the
+    """One source of a Mix: its ``samples`` and their ``share`` of the mix's against the share
+    ``asked`` of it (its weight; None when its streams did not tell), its own ``epoch``, the
     ``seconds`` its stages took to make them, and its ``wait``: the share of the loops' exposed wait
     it caused (None before the loop's stage times say how much of the wait the sources caused)."""
 
@@ -47,6 +50,7 @@ class SourceRow:
     epoch: int
     seconds: float
     wait: float | None
+    asked: float | None = None
 
     @property
     def per_sample(self) -> float:
@@ -65,6 +69,7 @@ def source_rows(figures: Snapshot) -> tuple[SourceRow, ...]:
         return ()
     seconds = figures.source_seconds or (0.0,) * len(counts)
     names = figures.source_names or tuple(f"#{i}" for i in range(len(counts)))
+    asked: tuple[float | None, ...] = figures.source_asked or (None,) * len(counts)
     total, spent = sum(counts), sum(seconds)
     making = _making_share(figures)
     return tuple(
@@ -75,8 +80,9 @@ def source_rows(figures: Snapshot) -> tuple[SourceRow, ...]:
             epoch=epoch,
             seconds=second,
             wait=making * second / spent if making is not None and spent > 0 else None,
+            asked=share_asked,
         )
-        for name, count, epoch, second in zip(names, counts, epochs, seconds, strict=True)
+        for name, count, epoch, second, share_asked in zip(names, counts, epochs, seconds, asked, strict=True)
     )
 
 
@@ -99,9 +105,9 @@ def waited_on(figures: Snapshot) -> SourceRow | None:
 
 
 def sources_text(snapshot: Snapshot) -> str:
-    """A Mix's sources by name: their share of the samples so far, their own epoch, the time a sample
-    of theirs took to make and their share of the wait, and the source the loop waits most for (''
-    for a single dataset); ``mix.figures(loader.stats())`` says the share each was asked for.
+    """A Mix's sources by name: their share of the samples so far against the share asked of them,
+    their own epoch, the time a sample of theirs took to make and their share of the wait, and the
+    source the loop waits most for ('' for a single dataset).
 
     Example:
         >>> from uc_jupyter.telemetry.model import Sample
@@ -116,7 +122,8 @@ def sources_text(snapshot: Snapshot) -> str:
         return ""
     said = []
     for row in rows:
-        details = [f"its epoch {row.epoch}"]
+        details = [f"asked {row.asked:.0%}"] if row.asked is not None else []
+        details.append(f"its epoch {row.epoch}")
         if row.seconds > 0:
             details.append(f"{format_seconds(row.per_sample)} a sample")
         if row.wait is not None:

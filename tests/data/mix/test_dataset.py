@@ -306,7 +306,9 @@ def test_the_loader_measures_each_sources_time_and_names_the_slow_one(
     assert abs(quick + slowest - made) < 1e-6
     assert waited_on(stats) is not None and waited_on(stats).name == slow  # type: ignore[union-attr]
     line = sources_text(stats)
-    assert line.startswith(f"sources: {fast} 75% (its epoch 0, ") and line.endswith(f"the loop waits most for {slow}")
+    assert line.startswith(f"sources: {fast} 75% (asked 75%, its epoch 0, ") and line.endswith(
+        f"the loop waits most for {slow}"
+    )
     assert f"mostly for {slow} (" in verdict(stats).text
 
 

@@ -26,22 +26,23 @@ def test_every_counter_the_telemetry_model_knows_goes_across() -> None:
 
 
 # A Mix's per-source counters are lists (one per source) in the counters, tuples once frozen; its
-# sources' names are a tuple already.
-PER_SOURCE = ["source_samples", "source_epochs", "source_seconds", "source_names"]
+# sources' names and the shares asked of them are tuples already.
+PER_SOURCE = ["source_samples", "source_epochs", "source_seconds", "source_names", "source_asked"]
 one_value = st.integers(min_value=0, max_value=2**40)
 
 
 @given(
-    st.lists(one_value, min_size=len(COUNTERS) - 4, max_size=len(COUNTERS) - 4),
+    st.lists(one_value, min_size=len(COUNTERS) - 5, max_size=len(COUNTERS) - 5),
     st.lists(st.integers(min_value=0, max_value=99), max_size=4),
 )
 def test_freezing_and_sampling_carry_every_value(scalars: list[int], per_source: list[int]) -> None:
-    assert COUNTERS[-4:] == PER_SOURCE  # the per-source values come last
+    assert COUNTERS[-5:] == PER_SOURCE  # the per-source values come last
     seconds = [n / 8 for n in per_source]
     names = tuple(f"main.ml.t{n}" for n in per_source)
-    counters = StreamCounters(*scalars, list(per_source), [2 * n for n in per_source], list(seconds), names)
+    asked = tuple(n / 100 for n in per_source)
+    counters = StreamCounters(*scalars, list(per_source), [2 * n for n in per_source], list(seconds), names, asked)
     stats = counters.freeze()
-    values = (*scalars, tuple(per_source), tuple(2 * n for n in per_source), tuple(seconds), names)
+    values = (*scalars, tuple(per_source), tuple(2 * n for n in per_source), tuple(seconds), names, asked)
     assert tuple(getattr(stats, name) for name in COUNTERS) == values
     counters.source_samples.append(1)  # the frozen copy does not follow the live lists either
     counters.source_seconds.append(1.0)

@@ -214,7 +214,10 @@ class Mix(PartitionedDataset):
             counters.source_samples[:] = [0] * len(self.sources)
             counters.source_epochs[:] = [0] * len(self.sources)
             counters.source_seconds[:] = [0.0] * len(self.sources)
-        counters.source_names = self.names  # once per pass: telemetry carries them to the dashboard
+        # Once per pass: telemetry carries them to the dashboard and MLflow.
+        counters.source_names = self.names
+        total = sum(self.weights)
+        counters.source_asked = tuple(float(w / total) for w in self.weights)
         return self._interleaved(sources, epochs, parts, counters, stream, stages)
 
     def _part(self, source: int, taken: npt.NDArray[np.int64]) -> Iterator[Any]:

@@ -53,11 +53,13 @@ class StreamCounters:
     answered: int = 0
     answer_seconds: float = 0.0
     # A Mix's stream: samples of each source so far, the source's own epoch of its latest one, the
-    # seconds its stages took to make them, and the sources' names (set once per pass).
+    # seconds its stages took to make them, and the sources' names and the shares asked of them (its
+    # weights: both set once per pass).
     source_samples: list[int] = field(default_factory=list)
     source_epochs: list[int] = field(default_factory=list)
     source_seconds: list[float] = field(default_factory=list)
     source_names: tuple[str, ...] = ()
+    source_asked: tuple[float, ...] = ()
 
     def known_shard(self, size: int) -> None:
         """A pass that started while its items arrive: its shard is known to be at least ``size``."""
@@ -103,6 +105,7 @@ class StreamStats:
     source_epochs: tuple[int, ...] = ()  # a Mix's stream: each source's own epoch of its latest sample
     source_seconds: tuple[float, ...] = ()  # a Mix's stream: seconds each source's stages took to make its samples
     source_names: tuple[str, ...] = ()  # a Mix's stream: its sources' names (volume paths, table names)
+    source_asked: tuple[float, ...] = ()  # a Mix's stream: the share of the samples asked of each source
 
     def sample(self, *, seq: int, time: float, cache: CacheStats | None) -> Sample:
         """This stream's telemetry sample at ``time``, with the shared ``cache``'s fill (None: no cache).
@@ -135,6 +138,7 @@ class StreamStats:
             source_epochs=self.source_epochs,
             source_seconds=self.source_seconds,
             source_names=self.source_names,
+            source_asked=self.source_asked,
             cache_used_bytes=cache.used_bytes if cache else 0,
             cache_max_bytes=cache.max_bytes if cache else 0,
             cache_evictions=cache.evictions if cache else 0,
