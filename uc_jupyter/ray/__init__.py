@@ -1,0 +1,18 @@
+"""Ray Data through the catalog (the ``[ray]`` extra): Ray's readers and writers reach catalog tables by
+name, with the catalog's privilege checks and, over a server, credentials vended for the one table.
+
+- :func:`catalog`: a ``ray.data.Catalog`` for ``ray.data.read_delta(name, catalog=...)`` and
+  ``Dataset.write_delta(name, catalog=..., mode=...)`` of an existing table (:mod:`.resolver`);
+- :func:`write_delta`: a Dataset into a table in one commit, creating and registering a new table only
+  when that commit is made; a failed write leaves neither a table nor files (:mod:`.write`).
+
+Example:
+    >>> import ray, uc_jupyter.ray                                                    # doctest: +SKIP
+    >>> ds = ray.data.read_delta("main.ml.t", catalog=uc_jupyter.ray.catalog())        # doctest: +SKIP
+    >>> uc_jupyter.ray.write_delta(ds.map(double), "main.ml.doubled")                  # doctest: +SKIP
+"""
+
+from uc_jupyter.ray.resolver import UCCatalog, catalog
+from uc_jupyter.ray.write import write_delta
+
+__all__ = ["UCCatalog", "catalog", "write_delta"]
