@@ -87,13 +87,21 @@ def delta_exists(name: SecurableName | str, location: str, options: dict[str, An
         raise CatalogError(f"table {name}: cannot look for Delta files at {location}: {first_line(exc)}") from exc
 
 
-def delta_snapshot(name: SecurableName | str, location: str, options: dict[str, Any]) -> DeltaTable:
-    """The latest snapshot of the Delta table at ``location``, the snapshot opener's one line as the
-    catalog's error: NotFound when no Delta table is there, CatalogError for anything else."""
+def delta_snapshot(
+    name: SecurableName | str, location: str, options: dict[str, Any], *, version: int | None = None
+) -> DeltaTable:
+    """The snapshot of the Delta table at ``location`` (its latest, or ``version``), the snapshot
+    opener's one line as the catalog's error: NotFound when no Delta table (or no such version) is
+    there, CatalogError for anything else."""
     from uc_jupyter.storage.delta_snapshot import SnapshotError, SnapshotMissing, open_snapshot
 
     try:
-        return open_snapshot(st.delta_uri(location), table=str(name), storage_options=st.deltalake_options(options))
+        return open_snapshot(
+            st.delta_uri(location),
+            table=str(name),
+            version=version,
+            storage_options=st.deltalake_options(options),
+        )
     except SnapshotMissing as exc:
         raise NotFound(str(exc)) from exc
     except SnapshotError as exc:

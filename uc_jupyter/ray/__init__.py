@@ -3,6 +3,7 @@ name, with the catalog's privilege checks and, over a server, credentials vended
 
 - :func:`catalog`: a ``ray.data.Catalog`` for ``ray.data.read_delta(name, catalog=...)`` and
   ``Dataset.write_delta(name, catalog=..., mode=...)`` of an existing table (:mod:`.resolver`);
+- :func:`read_table`: any catalog table as a Dataset, deletion vectors honoured (:mod:`.read`);
 - :func:`write_delta`: a Dataset into a table in one commit, creating and registering a new table only
   when that commit is made; a failed write leaves neither a table nor files (:mod:`.write`).
 
@@ -12,7 +13,8 @@ Example:
     >>> uc_jupyter.ray.write_delta(ds.map(double), "main.ml.doubled")                  # doctest: +SKIP
 """
 
+from uc_jupyter.ray.read import read_table
 from uc_jupyter.ray.resolver import UCCatalog, catalog
 from uc_jupyter.ray.write import write_delta
 
-__all__ = ["UCCatalog", "catalog", "write_delta"]
+__all__ = ["UCCatalog", "catalog", "read_table", "write_delta"]

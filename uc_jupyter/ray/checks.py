@@ -63,8 +63,7 @@ def readable_by_ray(name: str, snapshot: Any) -> None:
     if DELETION_VECTORS in (protocol.reader_features or ()):
         raise CatalogError(
             f"table {name} uses deletion vectors, which ray.data.read_delta cannot apply (it reads the Parquet "
-            "files whole); read it with uc_jupyter.tables.table() or uc_jupyter.tables.delta.read_arrow(), "
-            "which honour them"
+            f"files whole); read it with uc_jupyter.ray.read_table({name!r}), which honours them"
         )
 
 
