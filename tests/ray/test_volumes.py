@@ -1,13 +1,17 @@
-"""``uc_jupyter.ray.read_volume`` on the session's 2-node Ray cluster, on the embedded catalog and over
-``uc-jupyter serve``: a volume's images by class folder, its text files line by line, its bytes and
-its Parquet files, exactly the files the folder holds (hidden ones and what ``exclude`` names left out),
-READ VOLUME checked and every refusal one line before a task runs."""
+"""``uc_jupyter.ray.read_volume`` and ``write_volume`` on the session's 2-node Ray cluster, on the embedded
+catalog and over ``uc-jupyter serve``: a volume's images by class folder, its text files line by line,
+its bytes and its Parquet files, exactly the files the folder holds (hidden ones and what ``exclude``
+names left out), READ VOLUME checked; a Dataset written into a folder, visible by one commit, a write
+that fails half-way leaving the previous one whole and nothing of its own; every refusal one line
+before a task runs."""
 
 from __future__ import annotations
 
 import io
 import re
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -16,9 +20,11 @@ import pytest
 
 import uc_jupyter.ray as ucray
 from tests.ray.conftest import with_readers
-from uc_jupyter.catalog import Catalog, NotFound, PermissionDenied, as_principal
+from uc_jupyter.catalog import AlreadyExists, Catalog, NotFound, PermissionDenied, as_principal
 from uc_jupyter.storage import urls as st
 from uc_jupyter.testing.ray_cluster import RayTestCluster
+
+ray_data = pytest.importorskip("ray.data")
 
 pytestmark = pytest.mark.both_backends
 
@@ -55,6 +61,10 @@ def volume(catalog: Catalog) -> Catalog:
     with_readers(catalog)
     catalog.grant("main.ml.files", "READ VOLUME", "alice")
     return catalog
+
+
+def xs(rows: list[dict[str, Any]]) -> list[Any]:
+    return sorted(r["x"] for r in rows)
 
 
 def test_images_come_labelled_by_their_class_folder(volume: Catalog, ray_driver: RayTestCluster) -> None:
@@ -113,3 +123,59 @@ def test_a_refused_read_is_one_line(
     with pytest.raises(error) as raised, as_principal(who):
         ucray.read_volume(path, **kwargs)
     assert "\n" not in str(raised.value) and re.fullmatch(line, str(raised.value)), str(raised.value)
+
+
+def _fails_late(row: dict[str, Any]) -> dict[str, Any]:
+    if row["x"] == 0:  # the first block's task: the others have written their files meanwhile
+        time.sleep(3)
+        raise RuntimeError("task killed mid-write")
+    return row
+
+
+def test_a_written_folder_is_read_whole_and_a_failed_write_leaves_the_last_one(
+    volume: Catalog, ray_driver: RayTestCluster
+) -> None:
+    volume.grant("main.ml.files", "WRITE VOLUME", "alice")
+    root = Path(st.local_path(volume.get_volume("main.ml.files").storage_location)) / "out"
+    with as_principal("alice"):
+        first = ray_data.from_items([{"x": i} for i in range(8)], override_num_blocks=4)
+        assert ucray.write_volume(first, "/Volumes/main/ml/files/out") == "/Volumes/main/ml/files/out"
+        assert xs(ucray.read_volume("/Volumes/main/ml/files/out", files="parquet").take_all()) == list(range(8))
+        second = ray_data.from_items([{"x": 10 + i} for i in range(3)])
+        ucray.write_volume(second, "/Volumes/main/ml/files/out")
+        after_second = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+        with pytest.raises(Exception, match="task killed mid-write"):
+            ucray.write_volume(
+                ray_data.from_items([{"x": i} for i in range(8)], override_num_blocks=4).map(_fails_late),
+                "/Volumes/main/ml/files/out",
+            )
+        assert xs(ucray.read_volume("/Volumes/main/ml/files/out", files="parquet").take_all()) == [10, 11, 12]
+    # One export's files, its manifest, and nothing of the first write or of the failed one.
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) == after_second
+    assert len({p.split("/", 1)[0] for p in after_second if p.startswith(".uc-export-")}) == 1
+
+
+@pytest.mark.parametrize(
+    ("who", "path", "mode", "error", "line"),
+    [
+        (
+            "bob",
+            "/Volumes/main/ml/files/out",
+            "overwrite",
+            PermissionDenied,
+            r"bob lacks WRITE VOLUME on main\.ml\.files",
+        ),
+        ("alice", "/Volumes/main/ml/files", "overwrite", ValueError, r"/Volumes/main/ml/files is a whole volume; .*"),
+        ("alice", "/Volumes/main/ml/files/docs", "error", AlreadyExists, r"/Volumes/main/ml/files/docs exists; .*"),
+    ],
+)
+def test_a_refused_volume_write_is_one_line_and_writes_nothing(
+    volume: Catalog, ray_driver: RayTestCluster, who: str, path: str, mode: Any, error: type[Exception], line: str
+) -> None:
+    volume.grant("main.ml.files", "WRITE VOLUME", "alice")
+    root = Path(st.local_path(volume.get_volume("main.ml.files").storage_location))
+    before = sorted(p for p in root.rglob("*"))
+    with pytest.raises(error) as raised, as_principal(who):
+        ucray.write_volume(ray_data.from_items([{"x": 1}]), path, mode=mode)
+    assert "\n" not in str(raised.value) and re.fullmatch(line, str(raised.value)), str(raised.value)
+    assert sorted(p for p in root.rglob("*")) == before

@@ -5,7 +5,8 @@ name, with the catalog's privilege checks and, over a server, credentials vended
   ``Dataset.write_delta(name, catalog=..., mode=...)`` of an existing table (:mod:`.resolver`);
 - :func:`read_table`: any catalog table as a Dataset, deletion vectors honoured (:mod:`.read`);
 - :func:`read_volume`: a volume folder's files (images, bytes, text lines, Parquet rows), READ VOLUME
-  checked, each task with the volume's own credentials (:mod:`.volumes`);
+  checked, each task with the volume's own credentials; :func:`write_volume`: a Dataset as Parquet files
+  in a volume folder, WRITE VOLUME checked, visible by one commit (:mod:`.volumes`);
 - :func:`write_delta`: a Dataset into a table in one commit, creating and registering a new table only
   when that commit is made; a failed write leaves neither a table nor files (:mod:`.write`).
 
@@ -17,7 +18,7 @@ Example:
 
 from uc_jupyter.ray.read import read_table
 from uc_jupyter.ray.resolver import UCCatalog, catalog
-from uc_jupyter.ray.volumes import read_volume
+from uc_jupyter.ray.volumes import read_volume, write_volume
 from uc_jupyter.ray.write import write_delta
 
-__all__ = ["UCCatalog", "catalog", "read_table", "read_volume", "write_delta"]
+__all__ = ["UCCatalog", "catalog", "read_table", "read_volume", "write_delta", "write_volume"]

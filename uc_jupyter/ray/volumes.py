@@ -1,5 +1,6 @@
 """``read_volume("/Volumes/main/ml/images", files="images", labels="folder")``: a volume folder's files
-as a Ray Dataset, READ VOLUME checked.
+as a Ray Dataset, READ VOLUME checked; ``write_volume(ds, path)``: a Dataset as Parquet files in a volume
+folder, WRITE VOLUME checked, visible by one commit (:func:`write_volume`).
 
 The driver checks READ VOLUME and lists the folder once (:func:`uc_jupyter.data.volume.listing.list_volume`:
 hidden and marker files left out, ``include`` / ``exclude`` globs, a table export's committed files
@@ -24,12 +25,12 @@ Example:
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ray.data.block import BlockMetadata
 from ray.data.context import DataContext
-from ray.data.datasource import Datasource, ReadTask
+from ray.data.datasource import Datasink, Datasource, ReadTask
 
 from uc_jupyter.catalog import Catalog, VolumeInfo, get_catalog
 from uc_jupyter.catalog.rules.names import parse_volume_path
@@ -42,7 +43,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import ray.data
 
-__all__ = ["read_volume"]
+    from uc_jupyter.storage.export_manifest import Manifest
+    from uc_jupyter.tables.export import ExportTarget
+
+__all__ = ["read_volume", "write_volume"]
 
 Files = Literal["images", "binary", "text", "parquet"]
 _FILES = ("images", "binary", "text", "parquet")
@@ -213,3 +217,107 @@ def _stacked(values: list[Any]) -> Any:
     import numpy as np
 
     return np.stack(values) if values and isinstance(values[0], np.ndarray) else np.array(values)
+
+
+def write_volume(
+    ds: ray.data.Dataset,
+    path: str,
+    *,
+    format: Literal["parquet"] = "parquet",
+    mode: Literal["overwrite", "error"] = "overwrite",
+    catalog: UCCatalog | Catalog | None = None,
+    ray_remote_args: dict[str, Any] | None = None,
+    concurrency: int | None = None,
+) -> str:
+    """Write ``ds`` as Parquet files into the volume folder ``path`` (WRITE VOLUME) and make them visible
+    in one commit, as a table export is (:func:`uc_jupyter.tables.export.commit_export`): each task
+    writes its files under the export's hidden prefix with the volume's own credentials, the driver
+    writes the manifest last, then the previous export's files go. A reader (``read_volume``,
+    ``UCVolumeDataset``, ``load_hf_dataset``) sees the previous export whole or this one whole; a write
+    that fails removes what it wrote. Returns ``path``.
+
+    Example:
+        >>> uc_jupyter.ray.write_volume(ds, "/Volumes/main/ml/exports/features")  # doctest: +SKIP
+        '/Volumes/main/ml/exports/features'
+    """
+    from uc_jupyter.storage.export_manifest import WRITER, Manifest, new_export_id
+    from uc_jupyter.tables.export import export_target
+
+    if format != "parquet":
+        raise ValueError(f"invalid format {format!r}: write_volume writes 'parquet'")
+    cat = catalog.catalog if isinstance(catalog, UCCatalog) else catalog or get_catalog()
+    target = export_target(path, mode, catalog=cat, example="ray")  # WRITE VOLUME
+    manifest = Manifest(new_export_id(), _RAY_EXPORT, None, ())
+    from uc_jupyter.processes import stamp
+
+    # First: the prefix names its writer, so a later export removes it at once if this one is killed.
+    target.writes.put_bytes(f"{manifest.prefix}/{WRITER}", stamp().encode())
+    sink = _VolumeSink(target, manifest)
+    try:
+        ds.write_datasink(sink, ray_remote_args=ray_remote_args, concurrency=concurrency)
+    except BaseException as exc:
+        if not sink.failure_handled:
+            sink.on_write_failed(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
+        raise
+    return target.where
+
+
+_RAY_EXPORT = "ray.data.Dataset"  # what a manifest names as its source: a dataset, not a table
+
+
+class _VolumeSink(Datasink[list[Any]]):
+    """Parquet files under one export's prefix, committed by its manifest. Pickled into the tasks with
+    the folder's URL, its storage options and the prefix: no catalog, no driver state."""
+
+    def __init__(self, target: ExportTarget, manifest: Manifest) -> None:
+        self._target: ExportTarget | None = target
+        self._manifest = manifest
+        resolved = target.resolved
+        self._url, self._options = resolved.url, dict(resolved.storage_options)
+        self._root, self._where = resolved.volume.storage_location, target.where
+        self.failure_handled = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_target"] = None  # the write seam (clients, pools) stays on the driver
+        return state
+
+    def write(self, blocks: Iterable[Any], ctx: Any) -> list[Any]:
+        import pyarrow.parquet as pq
+        from ray.data.block import BlockAccessor
+
+        from uc_jupyter.storage.export_manifest import ExportFile
+        from uc_jupyter.storage.writes import open_writes
+
+        writes = open_writes(self._url, self._options, where=self._where, root=self._root)
+        written = []
+        for index, block in enumerate(blocks):
+            table = BlockAccessor.for_block(block).to_arrow()
+            if table.num_rows == 0:
+                continue
+            out = io.BytesIO()
+            pq.write_table(table, out)
+            name = f"part-{ctx.task_idx:05d}-{index:05d}.parquet"
+            writes.put_bytes(f"{self._manifest.prefix}/{name}", out.getvalue())
+            written.append(ExportFile(name, out.tell(), table.num_rows))
+        return written
+
+    def on_write_complete(self, write_result: Any) -> None:
+        from uc_jupyter.storage.export_manifest import Manifest
+        from uc_jupyter.tables.export import commit_export
+
+        target = self._target
+        assert target is not None, "on_write_complete runs on the driver"
+        files = sorted((f for done in write_result.write_returns for f in done), key=lambda f: f.name)
+        manifest = Manifest(self._manifest.id, self._manifest.table, None, tuple(files))
+        missing = sorted(set(manifest.file_keys()) - set(target.writes.list(manifest.prefix)))
+        if missing:  # a concurrent export removed a stale-looking prefix: never commit what is gone
+            raise OSError(f"export {manifest.id}: {missing[0]} was removed while writing; write again")
+        commit_export(target, manifest)
+
+    def on_write_failed(self, error: Exception) -> None:
+        from uc_jupyter.tables.export import remove_upload
+
+        self.failure_handled = True
+        if self._target is not None:
+            remove_upload(self._target.writes, self._manifest)
