@@ -36,7 +36,15 @@ from ray.data._internal.datasource.delta_datasink import DeltaDatasink
 from ray.data._internal.planner.plan_write_op import WRITE_UUID_KWARG_NAME
 from ray.data._internal.savemode import SaveMode
 
-from uc_jupyter.catalog import AlreadyExists, Catalog, NotFound, ResolvedTable, StagingTableInfo, TableInfo
+from uc_jupyter.catalog import (
+    AlreadyExists,
+    Catalog,
+    NotFound,
+    ResolvedTable,
+    StagingTableInfo,
+    TableInfo,
+    get_catalog,
+)
 from uc_jupyter.catalog.delta_files import arrow_columns, delta_columns, remove_unreferenced
 from uc_jupyter.catalog.rules.names import parse_name
 from uc_jupyter.ray.checks import append_mismatch, delta_format, table_name
@@ -88,8 +96,8 @@ def write_delta(
     """
     if mode not in ("append", "overwrite", "error"):
         raise ValueError(f"invalid mode {mode!r}: use 'append', 'overwrite' or 'error'")
-    cat = catalog.catalog if isinstance(catalog, UCCatalog) else catalog
-    target = _Target.checked(cat if cat is not None else UCCatalog().catalog, table_name(name, "write_delta"), mode)
+    cat = catalog.catalog if isinstance(catalog, UCCatalog) else catalog or get_catalog()
+    target = _Target.checked(cat, table_name(name, "write_delta"), mode)
     sink = _CatalogDeltaSink(target, "overwrite" if mode == "overwrite" else "append", partition_by)
     try:
         if mode == "append":
