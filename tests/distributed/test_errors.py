@@ -239,3 +239,23 @@ def test_exits_in_words() -> None:
     assert describe_exit(0) == "exited with code 0"
     assert describe_exit(None) == "stopped answering"
     assert describe_exit(-99) == "killed by signal signal 99"
+
+
+def test_a_failed_checkpoint_says_which_ranks_and_the_first_ones_error_in_its_line() -> None:
+    """torch's CheckpointException lists the ranks, then their tracebacks: its first line names no error."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from uc_jupyter.storage.errors import VolumeReadError
+
+    lost = VolumeReadError("cannot write /Volumes/main/ml/runs/a/step-4/__0_0.distcp: No space left on device")
+    try:
+        raise CheckpointException("save failed", {1: (lost, None), 0: (lost, None)})  # a BaseException
+    except CheckpointException as exc:
+        failed = failure_from(exc, 0, exc.__traceback__, None)
+    assert failed.headline == (
+        "CheckpointException: the checkpoint failed on ranks [0, 1]: VolumeReadError: cannot write "
+        "/Volumes/main/ml/runs/a/step-4/__0_0.distcp: No space left on device"
+    )
+    assert "Traceback (most recent call last): (RANK 0)" in failed.traceback  # torch's whole text is kept
+    error = RankError([failed], world_size=2)
+    assert str(error).startswith("rank 0 of 2 raised CheckpointException: the checkpoint failed on ranks [0, 1]: ")

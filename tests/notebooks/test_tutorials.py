@@ -109,6 +109,10 @@ def test_volumes_to_pytorch(tmp_path: Path) -> None:
     assert "before the checkpoint, 3:1: {'circle': 36, 'square': 12}" in out
     assert "after the resume, 1:1: {'circle': 321, 'square': 321}" in out  # until the squares owed are given
     assert "every sample once: True" in out
+    # Each source timed: the squares' 2 ms decode makes them the source the loop waits on.
+    assert re.search(r"/Volumes/main/ml/images/square: 100 samples, 25.0% of the mix \(asked 25.0%\), its epoch 0, "
+                     r"[\d.]+ ms a sample", out), out  # fmt: skip
+    assert "the loop waits most for /Volumes/main/ml/images/square." in out
     # The loop counts labels, no training step: waiting is its design, not a pipeline to fix.
     judged = verdicts(notebook)
     assert judged and all(v.startswith(("no training step:", "compute-bound:", "start-up:")) for v in judged), judged

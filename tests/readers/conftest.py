@@ -17,9 +17,13 @@ cannot).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import concurrent.futures
+import functools
+import importlib
+import multiprocessing
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec
 
 import pyarrow as pa
 import pytest
@@ -28,6 +32,8 @@ from uc_jupyter.catalog import as_principal
 from uc_jupyter.catalog.rest.client import RestCatalog
 from uc_jupyter.testing.moto_iam import MotoIam, moto_iam
 from uc_jupyter.testing.served import ADMIN, Served, serving
+
+P = ParamSpec("P")
 
 BUCKET = "lake"
 REGION = "us-east-1"
@@ -46,6 +52,29 @@ class Lake:
     def s3_client(self, keys: tuple[str, ...]) -> Any:
         """A boto3 S3 client of moto signing with ``keys`` (access key, secret, session token)."""
         return self.moto.client("s3", keys)
+
+
+def in_a_process_of_its_own(test: Callable[P, None]) -> Callable[P, None]:
+    """Run ``test``'s body in a spawned Python of its own, given its fixtures' values (pickled); its
+    exception, a failed assert's included, comes back as the test's.
+
+    DuckDB's extensions and polars bring native runtimes (thread pools, TLS, allocators) into the process
+    that loads them, and keep them for its life. In the suite's own process they stayed for every later
+    test, and one of those died of a segmentation fault in CI without a word of whose it was; in a child
+    of their own they end with the test. The child inherits the environment as the test's fixtures left it
+    (``_no_aws_keys_but_vended_ones`` included).
+    """
+
+    @functools.wraps(test)
+    def isolated(*args: P.args, **kwargs: P.kwargs) -> None:
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
+            child.submit(_run_test, test.__module__, test.__name__, args, kwargs).result()
+
+    return isolated
+
+
+def _run_test(module: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    getattr(importlib.import_module(module), name).__wrapped__(*args, **kwargs)
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.readers.conftest import REGION, ROWS, Lake
+from tests.readers.conftest import REGION, ROWS, Lake, in_a_process_of_its_own
 
 duckdb = pytest.importorskip("duckdb")
 
@@ -38,17 +38,20 @@ def _connect(lake: Lake, who: str) -> Any:
     return con
 
 
+@in_a_process_of_its_own
 def test_duckdb_lists_the_tables_its_principal_may_see(lake: Lake) -> None:
     con = _connect(lake, "alice")
     listed = con.execute("SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'uc'").fetchall()
     assert sorted(listed) == [("ml", "a"), ("ml", "loc")]  # not b: alice holds nothing on it
 
 
+@in_a_process_of_its_own
 def test_duckdb_queries_a_table_of_the_server(lake: Lake) -> None:
     rows = _connect(lake, "alice").execute("SELECT x FROM uc.ml.loc ORDER BY x").fetchall()
     assert [x for (x,) in rows] == ROWS["loc"]
 
 
+@in_a_process_of_its_own
 def test_a_principal_without_select_is_refused_when_duckdb_asks_for_credentials(lake: Lake) -> None:
     with pytest.raises(duckdb.IOException) as raised:
         _connect(lake, "nosy").execute("SELECT x FROM uc.ml.a").fetchall()
@@ -57,6 +60,7 @@ def test_a_principal_without_select_is_refused_when_duckdb_asks_for_credentials(
     assert '"error_code":"PERMISSION_DENIED","message":"nosy lacks SELECT on main.ml.a"' in message
 
 
+@in_a_process_of_its_own
 def test_a_table_that_does_not_exist_is_duckdbs_catalog_error(lake: Lake) -> None:
     with pytest.raises(duckdb.CatalogException, match="Table with name nope does not exist"):
         _connect(lake, "alice").execute("SELECT x FROM uc.ml.nope")

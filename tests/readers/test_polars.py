@@ -4,9 +4,15 @@ table, and those keys read nothing of another table's prefix (moto enforces the 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from typing import IO
+
 import pytest
 
-from tests.readers.conftest import REGION, ROWS, Lake
+from tests.readers.conftest import REGION, ROWS, Lake, in_a_process_of_its_own
 
 pl = pytest.importorskip("polars")
 pytestmark = pytest.mark.filterwarnings("ignore::polars.exceptions.UnstableWarning")
@@ -21,6 +27,7 @@ def _catalog(lake: Lake, who: str) -> object:
     return pl.Catalog(lake.url, bearer_token=lake.tokens[who], require_https=False)
 
 
+@in_a_process_of_its_own
 def test_polars_lists_what_its_principal_may_see(lake: Lake) -> None:
     catalog = _catalog(lake, "alice")
     assert [c.name for c in catalog.list_catalogs()] == ["main"]
@@ -32,11 +39,13 @@ def test_polars_lists_what_its_principal_may_see(lake: Lake) -> None:
     assert [(c.name, c.type_name) for c in tables["a"].columns or []] == [("x", "LONG")]
 
 
+@in_a_process_of_its_own
 def test_polars_scans_a_table_with_the_credentials_vended_for_it(lake: Lake) -> None:
     frame = _catalog(lake, "alice").scan_table("main", "ml", "a", storage_options=_storage_options(lake)).collect()
     assert sorted(frame["x"].to_list()) == ROWS["a"]
 
 
+@in_a_process_of_its_own
 def test_the_credentials_vended_for_a_table_read_no_other_tables_prefix(lake: Lake) -> None:
     from polars.catalog.unity.client import CatalogCredentialProvider
 
@@ -50,6 +59,7 @@ def test_the_credentials_vended_for_a_table_read_no_other_tables_prefix(lake: La
         pl.scan_delta("s3://lake/tables/b", storage_options=options, credential_provider=vended_for_a).collect()
 
 
+@in_a_process_of_its_own
 def test_a_table_that_does_not_exist_is_the_servers_404_in_one_line(lake: Lake) -> None:
     with pytest.raises(pl.exceptions.ComputeError) as raised:
         _catalog(lake, "alice").scan_table("main", "ml", "nope", storage_options=_storage_options(lake))
@@ -57,6 +67,7 @@ def test_a_table_that_does_not_exist_is_the_servers_404_in_one_line(lake: Lake) 
     assert "table main.ml.nope does not exist" in str(raised.value) and "\n" not in str(raised.value)
 
 
+@in_a_process_of_its_own
 def test_a_table_its_principal_holds_nothing_on_is_refused_naming_the_privilege(lake: Lake) -> None:
     with pytest.raises(pl.exceptions.ComputeError) as raised:  # GET /tables/main.ml.b, before any credential
         _catalog(lake, "alice").scan_table("main", "ml", "b", storage_options=_storage_options(lake))
@@ -64,13 +75,26 @@ def test_a_table_its_principal_holds_nothing_on_is_refused_naming_the_privilege(
     assert "alice lacks SELECT on main.ml.b" in str(raised.value) and "\n" not in str(raised.value)
 
 
-def test_a_principal_without_select_gets_no_credentials_and_reads_nothing(
-    lake: Lake, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
-) -> None:
+@in_a_process_of_its_own
+def test_a_principal_without_select_gets_no_credentials_and_reads_nothing(lake: Lake) -> None:
     """polars swallows the server's 403 and falls back to its own credential chain (nothing here: no
     AWS_* variable, no instance role), so the read fails on S3; POLARS_VERBOSE=1 shows the server's line."""
-    monkeypatch.setenv("POLARS_VERBOSE", "1")
-    scan = _catalog(lake, "nosy").scan_table("main", "ml", "a", storage_options=_storage_options(lake))
-    assert "nosy lacks SELECT on main.ml.a" in capfd.readouterr().err
+    os.environ["POLARS_VERBOSE"] = "1"  # this test's own process (in_a_process_of_its_own)
+    with tempfile.TemporaryFile() as said, _stderr_into(said):
+        scan = _catalog(lake, "nosy").scan_table("main", "ml", "a", storage_options=_storage_options(lake))
+        said.seek(0)
+        assert "nosy lacks SELECT on main.ml.a" in said.read().decode()
     with pytest.raises(OSError, match="Generic S3 error"):  # object_store's words for its credential chain failing
         scan.collect()
+
+
+@contextlib.contextmanager
+def _stderr_into(file: IO[bytes]) -> Iterator[None]:
+    """File descriptor 2 (polars' Rust writes there, not to sys.stderr) into ``file`` for the block."""
+    saved = os.dup(2)
+    try:
+        os.dup2(file.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)

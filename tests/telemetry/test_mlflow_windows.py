@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from uc_jupyter.telemetry.mlflow_windows import JOB_METRICS, JobWindows, RankWindows
 from uc_jupyter.telemetry.model import MAIN_WORKER, Histogram, Sample, Snapshot
 
@@ -72,3 +74,26 @@ def test_a_mix_logs_each_sources_share_of_the_window_and_its_epoch() -> None:
     assert names["source_epoch/0"] == "dataloader/source_epoch/0/rank_0"
     values, _ = RankWindows(0).close(snapshot(loop(0, 4, 0.01))) or ({}, 0)
     assert not any(key.startswith("source_") for key in values)  # a single dataset logs none
+
+
+def test_a_mix_logs_the_exposed_wait_each_source_caused_per_batch() -> None:
+    """The wait the fetch and decode stages caused, split in proportion to each source's seconds in the window."""
+    from uc_jupyter.telemetry.mlflow_windows import metric_names
+
+    def waited(seq: int, batches: int, fetch: float, decode: float) -> Sample:
+        return replace(loop(0, batches, 0.05, seq=seq), exposed=(fetch, decode, 0.0, 0.1, 0.0))
+
+    def stream(seq: int, seconds: tuple[float, ...]) -> Sample:
+        counts = (3 * seq, seq)
+        return Sample(rank=0, worker=0, seq=seq, time=1.0, source_samples=counts, source_epochs=(0, 0),
+                      source_seconds=seconds)  # fmt: skip
+
+    windows = RankWindows(0)
+    values, _ = windows.close(snapshot(waited(1, 5, 0.2, 0.2), stream(1, (0.1, 0.3)))) or ({}, 0)
+    # 0.4 s of fetch and decode over 4 steady batches, the second source's stages a 3/4 of the sources' time.
+    assert abs(values["source_exposed_seconds/0"] - 0.025) < 1e-9
+    assert abs(values["source_exposed_seconds/1"] - 0.075) < 1e-9
+    values, _ = windows.close(snapshot(waited(2, 9, 0.6, 0.2), stream(2, (0.5, 0.3)))) or ({}, 0)
+    # The window's own: 0.4 s over its 4 batches, all of it the first source's (the second took no time).
+    assert (abs(values["source_exposed_seconds/0"] - 0.1) < 1e-9, values["source_exposed_seconds/1"]) == (True, 0.0)
+    assert metric_names(0)["source_exposed_seconds/1"] == "dataloader/source_exposed_seconds/1/rank_0"

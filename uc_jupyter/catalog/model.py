@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import functools
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -83,6 +84,19 @@ class PermissionDenied(CatalogError, PermissionError):
 
     def __reduce__(self) -> tuple[Any, ...]:  # keep the fields when crossing a process boundary
         return (type(self), (self.principal, self.privilege, self.securable))
+
+    @classmethod
+    def from_message(cls, message: str) -> PermissionDenied:
+        """The error whose message is ``message`` (what a DataLoader worker's error comes back as).
+
+        Example:
+            >>> PermissionDenied.from_message("alice lacks READ VOLUME on main.ml.v").privilege
+            'READ VOLUME'
+        """
+        said = re.fullmatch(r"(\S+) lacks (.+) on (\S+)", message)
+        if cls is not PermissionDenied or said is None:  # a subclass says something else
+            raise ValueError(f"not a {cls.__name__} message: {message!r}")
+        return cls(*said.groups())
 
 
 class NotEmpty(CatalogError):

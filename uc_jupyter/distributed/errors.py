@@ -42,7 +42,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import ParamSpec, TypeVar
 
-from uc_jupyter.errors import set_verbose, verbose
+from uc_jupyter.errors import first_line, set_verbose, verbose
 
 __all__ = [
     "ClusterError",
@@ -181,13 +181,26 @@ def failure_from(exc: BaseException, rank: int, tb: TracebackType | None, pickle
     return RemoteFailure(
         rank=rank,
         type_name=f"{cls.__module__}.{cls.__qualname__}",
-        message=str(exc),
+        message=_message_of(exc),
         traceback="".join(tb_module.format_exception(cls, exc, tb)),
         exception=pickled,
         frames=frames_of(tb),
         cause=cause,
         notes=tuple(str(n) for n in getattr(exc, "__notes__", ())),
     )
+
+
+def _message_of(exc: BaseException) -> str:
+    """``exc``'s message; for torch's CheckpointException, whose message lists the ranks that failed
+    and then their tracebacks, one line with the ranks and the first one's error (its whole text is
+    in the rank's traceback)."""
+    failures = getattr(exc, "failures", None)  # CheckpointException: {rank: (exception, its frames)}
+    if isinstance(failures, dict) and failures and all(isinstance(v, tuple) and v for v in failures.values()):
+        ranks = sorted(failures)
+        first = failures[ranks[0]][0]
+        if isinstance(first, BaseException):
+            return f"the checkpoint failed on ranks {ranks}: {type(first).__name__}: {first_line(first)}"
+    return str(exc)
 
 
 # ---------------------------------------------------------------- what the caller gets

@@ -21,13 +21,14 @@ Example:
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from uc_jupyter.telemetry.model import EXPOSED_STAGES, MAIN_WORKER, Histogram, Sample, Snapshot, wait_share
 
 __all__ = ["JOB_METRICS", "JobWindows", "RankWindows", "metric_names"]
 
 _PREFIX = "dataloader"
+_N = TypeVar("_N", int, float)
 
 # The job's window: its worst rank's exposed wait per batch, its share, and which rank it was.
 JOB_METRICS = {
@@ -45,7 +46,7 @@ class _RankNames(dict[str, str]):
         self.rank = rank
 
     def __missing__(self, key: str) -> str:
-        if key.startswith(("source_share/", "source_epoch/")):
+        if key.startswith(("source_share/", "source_epoch/", "source_exposed_seconds/")):
             return f"{_PREFIX}/{key}/rank_{self.rank}"
         raise KeyError(key)
 
@@ -53,7 +54,10 @@ class _RankNames(dict[str, str]):
 def metric_names(rank: int) -> dict[str, str]:
     """The MLflow keys of rank ``rank``'s windows, by value name (the reference runtime's first four);
     a Mix's sources add ``dataloader/source_share/<i>/rank_<rank>`` (the share of the window's samples
-    source ``i`` gave) and ``dataloader/source_epoch/<i>/rank_<rank>`` (its own epoch)."""
+    source ``i`` gave), ``dataloader/source_epoch/<i>/rank_<rank>`` (its own epoch) and
+    ``dataloader/source_exposed_seconds/<i>/rank_<rank>`` (the exposed wait per batch source ``i``
+    caused: the wait the making stages caused, split in proportion to the seconds each source's stages
+    took in the window)."""
     return _RankNames(
         rank,
         {
@@ -86,6 +90,7 @@ class _Totals(NamedTuple):
     stages: tuple[float, ...]  # exposed seconds per stage
     sources: tuple[int, ...]  # a Mix's samples per source, over the rank's streams
     source_epochs: tuple[int, ...]  # a Mix's sources: each one's own epoch
+    source_seconds: tuple[float, ...]  # a Mix's sources: seconds their stages took, over the rank's streams
 
 
 class RankWindows:
@@ -117,10 +122,11 @@ class RankWindows:
             )
             stages = tuple(a - b for a, b in zip(now.stages, before.stages, strict=True))
             sources = _minus(now.sources, before.sources)
+            source_seconds = _minus(now.source_seconds, before.source_seconds)
         else:
             fetch, between, samples, hits, misses = now.fetch, now.between, now.samples, now.hits, now.misses
             elapsed, setup, first_waits, stages = now.time - loop.started, now.setup, now.first_waits, now.stages
-            sources = now.sources
+            sources, source_seconds = now.sources, now.source_seconds
         if fetch.count == 0:
             return None
         self._previous = now
@@ -150,6 +156,7 @@ class RankWindows:
         if mixed:  # a Mix: what each source gave of the window's samples, and its own epoch
             values.update({f"source_share/{i}": count / mixed for i, count in enumerate(sources)})
             values.update({f"source_epoch/{i}": float(epoch) for i, epoch in enumerate(now.source_epochs)})
+            values.update(_source_waits(stages, source_seconds, steady))
         return values, loop.batches
 
     def _loop_totals(self, snapshot: Snapshot) -> tuple[Sample, _Totals] | None:
@@ -172,15 +179,32 @@ class RankWindows:
             loop.exposed,
             own.source_samples,
             own.source_epochs,
+            own.source_seconds,
         )
         return loop, totals
 
 
-def _minus(now: tuple[int, ...], before: tuple[int, ...]) -> tuple[int, ...]:
-    """Per-source counts since ``before`` (none before: all of ``now``)."""
+def _minus(now: tuple[_N, ...], before: tuple[_N, ...]) -> tuple[_N, ...]:
+    """Per-source counts or seconds since ``before`` (none before: all of ``now``)."""
     if len(before) != len(now):
         return now
     return tuple(a - b for a, b in zip(now, before, strict=True))
+
+
+def _source_waits(stages: tuple[float, ...], seconds: tuple[float, ...], steady: int) -> dict[str, float]:
+    """Each Mix source's exposed wait per steady batch of the window: the exposed seconds of the
+    stages a source's time is made of (fetch, decode), split in proportion to the seconds each
+    source's stages took (none: the stages or the sources were not timed in the window).
+
+    Example:
+        >>> _source_waits((3.0, 1.0, 0.5, 0.0, 0.0), (0.5, 1.5), 4)
+        {'source_exposed_seconds/0': 0.25, 'source_exposed_seconds/1': 0.75}
+    """
+    spent = sum(seconds)
+    making = sum(max(0.0, stages[EXPOSED_STAGES.index(stage)]) for stage in ("fetch", "decode"))
+    if not steady or spent <= 0 or making <= 0:
+        return {}
+    return {f"source_exposed_seconds/{i}": making * max(0.0, s) / spent / steady for i, s in enumerate(seconds)}
 
 
 class JobWindows:

@@ -204,9 +204,12 @@ class Sample:
     made: tuple[float, ...] = (0.0,) * len(MADE_STAGES)
     pinned: float = 0.0
     exposed: tuple[float, ...] = (0.0,) * len(EXPOSED_STAGES)
-    # A Mix's stream: samples of each of its sources, and each source's own epoch of its latest one.
+    # A Mix's stream: samples of each of its sources, each source's own epoch of its latest one, the
+    # seconds each source's stages (fetch, decode) took to make its samples, and the sources' names.
     source_samples: tuple[int, ...] = ()
     source_epochs: tuple[int, ...] = ()
+    source_seconds: tuple[float, ...] = ()
+    source_names: tuple[str, ...] = ()
 
     @property
     def producer(self) -> tuple[int, int]:
@@ -378,6 +381,34 @@ class Snapshot:
         """A Mix's sources: the latest own epoch any stream has read of each (empty for a single dataset)."""
         epochs = [s.source_epochs for s in self._all() if s.source_epochs]
         return tuple(max(column) for column in zip(*epochs, strict=True)) if epochs else ()
+
+    @property
+    def source_seconds(self) -> tuple[float, ...]:
+        """A Mix's sources: the seconds each one's stages took to make its samples, over every stream.
+
+        Example:
+            >>> worker = lambda w, seconds: Sample(rank=0, worker=w, seq=1, time=1.0, source_seconds=seconds)
+            >>> Snapshot({(0, 0): worker(0, (0.5, 2.0)), (0, 1): worker(1, (0.25, 1.0))}, 1.0).source_seconds
+            (0.75, 3.0)
+        """
+        seconds = [s.source_seconds for s in self._all() if s.source_seconds]
+        return tuple(sum(column) for column in zip(*seconds, strict=True)) if seconds else ()
+
+    @property
+    def source_names(self) -> tuple[str, ...]:
+        """A Mix's sources' names (volume paths, table names) as its streams tell them; empty for a
+        single dataset."""
+        return next((s.source_names for s in self._all() if s.source_names), ())
+
+    def of_rank(self, rank: int) -> Snapshot:
+        """The samples of rank ``rank`` alone (its loop and its streams), at the same time.
+
+        Example:
+            >>> loops = {(r, -1): Sample(rank=r, worker=-1, seq=1, time=1.0, batches=r + 1) for r in (0, 1)}
+            >>> Snapshot(loops, 1.0).of_rank(1).batches
+            2
+        """
+        return Snapshot({key: s for key, s in self.samples.items() if s.rank == rank}, self.time)
 
     @property
     def misses(self) -> int:

@@ -7,7 +7,8 @@ the rank that waits most, since under DDP that rank sets the step. The loop is *
 nothing, so a few percent is noise; past 10% the accelerator idles a tenth of the time, and removing
 the wait speeds training up by ``1 / (1 - share)`` (1.8x at 44%). A loop that does nothing between
 batches (no training step) waits by design and is told so; a pass whose start-up took most of it is
-*start-up*; else the loop is *compute-bound*.
+*start-up*; else the loop is *compute-bound*. Reading a :class:`~uc_jupyter.data.Mix`, an input-bound
+or no-work verdict names the source that rank waited on most (:mod:`uc_jupyter.widgets.sources`).
 
 Recommendations, per rank and most effective first, come only from what the Snapshot measured:
 
@@ -47,6 +48,7 @@ from typing import Literal
 from uc_jupyter.telemetry.model import EXPOSED_STAGES, MADE_STAGES, MAIN_WORKER, Sample, Snapshot, waits_most
 from uc_jupyter.widgets.cache_advice import cache_advice
 from uc_jupyter.widgets.reads import Reads
+from uc_jupyter.widgets.sources import waited_on
 from uc_jupyter.widgets.units import format_bytes, format_seconds, shares_text, three_digits
 
 __all__ = [
@@ -116,7 +118,7 @@ def verdict(figures: Snapshot, *, scope: str = "") -> Verdict:
         rate = _rate(loop)
         text = (
             f"no training step: {who} does nothing between batches, so waiting for data {share:.0%}{where} "
-            f"is expected{f'; the loader alone delivers {rate}' if rate else ''}"
+            f"is expected{f'; the loader alone delivers {rate}' if rate else ''}{_slow_source(figures, rank)}"
         )
         return Verdict(share, False, text, "no-work", rank if len(loops) > 1 else None)
     ranked = rank if len(loops) > 1 else None
@@ -124,7 +126,8 @@ def verdict(figures: Snapshot, *, scope: str = "") -> Verdict:
         over = f"over {INPUT_BOUND_SHARE:.0%}: data loading holds training back"
         stages = shares_text(_named_stages(figures, loop))  # where the wait went, when the stages are timed
         text = (
-            f"input-bound: {who} waited for data {share:.0%}{where} ({f'{stages}; ' if stages else ''}{over}){others}"
+            f"input-bound: {who} waited for data {share:.0%}{where} ({f'{stages}; ' if stages else ''}{over})"
+            f"{_slow_source(figures, rank)}{others}"
         )
         return Verdict(share, True, text, "input-bound", ranked)
     steady = _steady_seconds(loop)
@@ -137,6 +140,15 @@ def verdict(figures: Snapshot, *, scope: str = "") -> Verdict:
         return Verdict(share, False, text, "start-up", ranked)
     text = f"compute-bound: {who} waited for data {share:.0%}{where}; data keeps up{others}"
     return Verdict(share, False, text, "compute-bound", ranked)
+
+
+def _slow_source(figures: Snapshot, rank: int) -> str:
+    """'; mostly for main.ml.crawl (92% of the wait, 25% of the samples)': the source of a Mix that
+    ``rank``'s loop waited on most (:mod:`uc_jupyter.widgets.sources`), '' for a single dataset."""
+    slow = waited_on(figures.of_rank(rank))
+    if slow is None or slow.wait is None:
+        return ""
+    return f"; mostly for {slow.name} ({slow.wait:.0%} of the wait, {slow.share:.0%} of the samples)"
 
 
 def _named_stages(figures: Snapshot, loop: Sample) -> dict[str, float]:

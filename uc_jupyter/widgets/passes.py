@@ -96,7 +96,7 @@ def _minus(now: Sample, before: Sample, began: float) -> Sample:
     counters = {name: getattr(now, name) - getattr(before, name) for name in _COUNTERS}
     if now.cache_evictions < before.cache_evictions:  # the cache was made anew (its counter is the cache's own)
         counters["cache_evictions"] = now.cache_evictions
-    return replace(
+    counted = replace(
         now,
         fetch=_histogram_minus(now.fetch, before.fetch),
         between=_histogram_minus(now.between, before.between),
@@ -104,6 +104,17 @@ def _minus(now: Sample, before: Sample, began: float) -> Sample:
         exposed=_seconds_minus(now.exposed, before.exposed),
         started=max(now.started, began),
         **counters,
+    )
+    return _sources_minus(counted, before)
+
+
+def _sources_minus(now: Sample, before: Sample) -> Sample:
+    """A Mix stream's per-source samples and seconds since ``before`` (other sources: all of now's)."""
+    if len(now.source_samples) != len(before.source_samples) or len(now.source_seconds) != len(before.source_seconds):
+        return now
+    samples = tuple(a - b for a, b in zip(now.source_samples, before.source_samples, strict=True))
+    return replace(
+        now, source_samples=samples, source_seconds=_seconds_minus(now.source_seconds, before.source_seconds)
     )
 
 

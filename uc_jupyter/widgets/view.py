@@ -33,6 +33,7 @@ from uc_jupyter.telemetry.model import Histogram, Snapshot
 from uc_jupyter.widgets.advice import INPUT_BOUND_SHARE, advise, skipped_text, verdict
 from uc_jupyter.widgets.passes import EpochRow, PassRecord, epoch_rows
 from uc_jupyter.widgets.ranks import RankRow, rank_rows, ranks_text
+from uc_jupyter.widgets.sources import sources_text
 from uc_jupyter.widgets.units import format_bytes, format_seconds, three_digits
 
 __all__ = [
@@ -171,7 +172,7 @@ class DashboardView:
     throughput_text: str
     latency_text: str
     skipped_text: str
-    sources_text: str  # a Mix's: each source's share of the samples and its own epoch ('' otherwise)
+    sources_text: str  # a Mix's: each source by name, its share of the samples, epoch and wait ('' otherwise)
     shard_text: str
     flagged_ranks: tuple[int, ...]
     epochs: tuple[EpochRow, ...]
@@ -216,28 +217,6 @@ class DashboardView:
             shard_key=tuple(shards.workers.items()),
             latency_key=(figures.fetch.counts, history),
         )
-
-
-def sources_text(snapshot: Snapshot) -> str:
-    """A Mix's sources, by their place in the mix: their share of the samples so far and their own
-    epoch ('' for a single dataset); ``mix.figures(loader.stats())`` names them and says the share asked.
-
-    Example:
-        >>> from uc_jupyter.telemetry.model import Sample
-        >>> def worker(w, counts, epochs):
-        ...     return Sample(rank=0, worker=w, seq=1, time=1.0, source_samples=counts, source_epochs=epochs)
-        >>> sources_text(Snapshot({(0, 0): worker(0, (6, 2), (1, 0)), (0, 1): worker(1, (6, 2), (0, 0))}, 1.0))
-        'sources: #0 75% (its epoch 1), #1 25% (its epoch 0)'
-    """
-    counts, epochs = snapshot.source_samples, snapshot.source_epochs
-    total = sum(counts)
-    if not total:
-        return ""
-    shares = [
-        f"#{i} {count / total:.0%} (its epoch {epoch})"
-        for i, (count, epoch) in enumerate(zip(counts, epochs, strict=True))
-    ]
-    return "sources: " + ", ".join(shares)
 
 
 def scoped(scope: str, text: str) -> str:

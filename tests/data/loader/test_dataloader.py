@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -966,3 +967,41 @@ def test_a_loader_and_its_dataset_and_stats_read_in_one_line(local_volume: Calla
         stats
     )
     assert "\n" not in said + stats
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_a_pass_left_while_a_worker_waits_for_room_stops_that_worker_at_once(
+    s3_volume: Volume, tmp_path: Path, persistent: bool
+) -> None:
+    """A budget of a batch in each worker and the loop's: each worker makes its first batch, then
+    waits for the loop to move past it before pinning more. The loop takes one batch and leaves the
+    pass (and, with persistent workers, the loader): the waiting workers must stop when torch asks
+    them to, not be killed after torch's 5 s wait for them."""
+    path, folder = s3_volume()
+    write_files(folder, 40, size=1000)
+    cache = FileCache(tmp_path / "cache", max_bytes=6000, min_free_bytes=0, wait_seconds=3600)
+    dataset = UCVolumeDataset(path, cache="never", cache_dir=cache)
+    loader = DataLoader(
+        dataset,
+        batch_size=2,
+        num_workers=2,
+        prefetch_factor=3,
+        persistent_workers=persistent,
+        collate_fn=list,
+        mlflow=False,
+        monitor=False,
+    )
+    batches = iter(loader)
+    next(batches)
+    workers = list(loader._inner._workers)  # type: ignore[attr-defined]  # torch's worker processes
+    # Each worker made one batch and is making its second, for which its share has no room until
+    # the loop moves past its first: it waits for that, now or once it gets there.
+    began = time.monotonic()
+    batches.close()  # the loop leaves the pass: without persistent workers, they are stopped
+    if persistent:
+        del batches, loader  # the loader goes: its persistent workers are stopped
+        gc.collect()
+    # torch joins each worker for up to MP_STATUS_CHECK_INTERVAL (5 s), then kills it: a worker left
+    # waiting costs that whole wait, one that stops when asked a few milliseconds.
+    assert time.monotonic() - began < torch.utils.data._utils.MP_STATUS_CHECK_INTERVAL
+    assert not any(w.is_alive() for w in workers)

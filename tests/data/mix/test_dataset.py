@@ -4,8 +4,10 @@ each source's epochs, resume on the same grid and another, weights changed at re
 from __future__ import annotations
 
 import pickle
+import re
+import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,8 @@ import pytest
 from tests.data.conftest import write_files
 from uc_jupyter.catalog.embedded.local import LocalCatalog
 from uc_jupyter.data import DataLoader, Mix, UCTableDataset, UCVolumeDataset
+from uc_jupyter.widgets.advice import verdict
+from uc_jupyter.widgets.sources import sources_text, waited_on
 
 VolumeMaker = Callable[..., tuple[str, Path]]
 
@@ -267,10 +271,74 @@ def test_the_loaders_stats_count_each_sources_samples_and_epoch_over_its_workers
         list(loader)
     stats = loader.stats()
     assert stats.source_samples == (12, 4) and stats.source_epochs == (1, 1)
-    assert [str(row) for row in mix.figures(stats)] == [
+    assert [re.sub(r", [\d.]+ ms a sample$", "", str(row)) for row in mix.figures(stats)] == [  # less its time
         f"{a}: 12 samples, 75.0% of the mix (asked 75.0%), its epoch 1",
         f"{b}: 4 samples, 25.0% of the mix (asked 25.0%), its epoch 1",
     ]
+    assert all(row.seconds > 0 and str(row).endswith(" ms a sample") for row in mix.figures(stats))
     alone = Mix([UCVolumeDataset(a), UCVolumeDataset(b)], [1, 1])
     list(alone)  # without a loader: this process's streams
     assert [(row.samples, row.epoch) for row in alone.figures()] == [(6, 0), (5, 2)]  # 1:1 until a has given 6
+
+
+def slow_decode(path: str) -> str:
+    """A source whose every sample takes 10 ms to make (off CPU: it holds on a loaded machine; the
+    stages time themselves with the process's clock, which no test can inject)."""
+    time.sleep(0.01)
+    return path
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_loader_measures_each_sources_time_and_names_the_slow_one(
+    volumes: Callable[..., list[str]], workers: int
+) -> None:
+    fast, slow = volumes([24, 8])
+    mix = Mix([UCVolumeDataset(fast), UCVolumeDataset(slow, transform=slow_decode)], [3, 1])
+    loader = DataLoader(mix, batch_size=4, num_workers=workers, collate_fn=names_of, mlflow=False)
+    for _ in loader:
+        pass  # no training step: the loader alone, its wait the sources'
+    stats = loader.stats()
+    assert stats.source_names == (fast, slow) and stats.source_samples == (24, 8)
+    quick, slowest = stats.source_seconds
+    assert slowest >= 8 * 0.01 and quick < slowest / 4  # the slow source's 8 samples took 10 ms each
+    # Every second the stages took went to one source or the other: none lost, none counted twice.
+    made = sum(loop.made[0] + loop.made[1] for loop in stats.loops().values())
+    assert abs(quick + slowest - made) < 1e-6
+    assert waited_on(stats) is not None and waited_on(stats).name == slow  # type: ignore[union-attr]
+    line = sources_text(stats)
+    assert line.startswith(f"sources: {fast} 75% (its epoch 0, ") and line.endswith(f"the loop waits most for {slow}")
+    assert f"mostly for {slow} (" in verdict(stats).text
+
+
+def test_a_mix_read_without_a_loader_times_its_sources_in_its_own_stats(volumes: Callable[..., list[str]]) -> None:
+    fast, slow = volumes([6, 2])
+    mix = Mix([UCVolumeDataset(fast), UCVolumeDataset(slow, transform=slow_decode)], [3, 1])
+    assert len(list(mix)) == 8
+    (stream,) = mix.stats().streams
+    assert stream.source_names == (fast, slow) and stream.source_seconds[1] >= 2 * 0.01 > stream.source_seconds[0]
+
+
+@pytest.fixture
+def tracking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """MLflow on a sqlite store of this test's own."""
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    mlflow.set_tracking_uri(uri)
+    yield mlflow
+    while mlflow.active_run() is not None:
+        mlflow.end_run()
+
+
+def test_mlflow_gets_the_exposed_wait_each_source_caused(volumes: Callable[..., list[str]], tracking: Any) -> None:
+    fast, slow = volumes([24, 8])
+    mix = Mix([UCVolumeDataset(fast), UCVolumeDataset(slow, transform=slow_decode)], [3, 1])
+    loader = DataLoader(mix, batch_size=4, num_workers=0, collate_fn=names_of)
+    with tracking.start_run() as run:
+        list(loader)
+    loader.close()
+    logged = tracking.tracking.MlflowClient().get_run(run.info.run_id).data.metrics
+    quick, slowest = (logged[f"dataloader/source_exposed_seconds/{i}/rank_0"] for i in (0, 1))
+    assert slowest > 4 * quick and slowest > 0.005  # per batch: about its one 10 ms sample in each

@@ -25,23 +25,27 @@ def test_every_counter_the_telemetry_model_knows_goes_across() -> None:
     assert set(COUNTERS) - sample_fields == NOT_IN_TELEMETRY
 
 
-# A Mix's per-source counters are lists (one per source) in the counters, tuples once frozen.
-PER_SOURCE = {"source_samples", "source_epochs"}
+# A Mix's per-source counters are lists (one per source) in the counters, tuples once frozen; its
+# sources' names are a tuple already.
+PER_SOURCE = ["source_samples", "source_epochs", "source_seconds", "source_names"]
 one_value = st.integers(min_value=0, max_value=2**40)
 
 
 @given(
-    st.lists(one_value, min_size=len(COUNTERS) - 2, max_size=len(COUNTERS) - 2),
+    st.lists(one_value, min_size=len(COUNTERS) - 4, max_size=len(COUNTERS) - 4),
     st.lists(st.integers(min_value=0, max_value=99), max_size=4),
 )
 def test_freezing_and_sampling_carry_every_value(scalars: list[int], per_source: list[int]) -> None:
-    assert COUNTERS[-2:] == sorted(PER_SOURCE, reverse=True)  # the per-source lists come last
-    counters = StreamCounters(*scalars, list(per_source), [2 * n for n in per_source])
+    assert COUNTERS[-4:] == PER_SOURCE  # the per-source values come last
+    seconds = [n / 8 for n in per_source]
+    names = tuple(f"main.ml.t{n}" for n in per_source)
+    counters = StreamCounters(*scalars, list(per_source), [2 * n for n in per_source], list(seconds), names)
     stats = counters.freeze()
-    values = (*scalars, tuple(per_source), tuple(2 * n for n in per_source))
+    values = (*scalars, tuple(per_source), tuple(2 * n for n in per_source), tuple(seconds), names)
     assert tuple(getattr(stats, name) for name in COUNTERS) == values
     counters.source_samples.append(1)  # the frozen copy does not follow the live lists either
-    assert stats.source_samples == tuple(per_source)
+    counters.source_seconds.append(1.0)
+    assert stats.source_samples == tuple(per_source) and stats.source_seconds == tuple(seconds)
     counters.files += 1  # the frozen copy does not follow the live counters
     assert stats.files == values[COUNTERS.index("files")]
     cache = CacheStats("/c", resident_bytes=5, in_flight_bytes=2, max_bytes=100, free_disk_bytes=0,

@@ -40,7 +40,18 @@ _WAL_LIMIT = _WAL_PAGES * _PAGE  # ...and cut back to this size when it is reset
 _WAL_ALLOWANCE = 2 * _WAL_LIMIT
 _SHM = 32 << 10  # the log's shared-memory index: 32 KiB per 4096 pages of log
 _PREFIXES = 256  # objects/00 .. objects/ff, made as needed: all counted from the start
-PRAGMAS = (f"PRAGMA wal_autocheckpoint = {_WAL_PAGES}", f"PRAGMA journal_size_limit = {_WAL_LIMIT}")
+# The index is not synced to the disk: a checkpoint every 64 pages synced the log and the database,
+# about 2 ms each here, inside the transaction that ran it and holding the index's write lock, so
+# every stream of every process waited on the disk several times a second (a cold epoch of 3,000
+# small files took 0.83 of the synced index's time: benchmarks/cache_index_sync.py). A process that
+# dies loses nothing (its writes are in the kernel's page cache); an index damaged by a crash of the
+# whole machine is found at its next use and rebuilt from the cached files (data/cache/index.py),
+# which are not synced either: what a cache loses is files downloaded again.
+PRAGMAS = (
+    f"PRAGMA wal_autocheckpoint = {_WAL_PAGES}",
+    f"PRAGMA journal_size_limit = {_WAL_LIMIT}",
+    "PRAGMA synchronous = OFF",
+)
 
 
 def allocation_unit(path: str) -> int:

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from uc_jupyter.data.loader.torch_tasks import delivered_worker, tasks
+from uc_jupyter.data.loader.worker_errors import caused, unwrapped
 from uc_jupyter.data.loader.workers import Counted
-from uc_jupyter.data.volume.decode import DecodeError, from_worker
 from uc_jupyter.telemetry.model import BUCKET_BOUNDS, EXPOSED_STAGES, MADE_STAGES, MAIN_WORKER, Histogram, Sample
 
 # The loop's samples are numbered across the process's loaders: a collector keeps the newest sample
@@ -102,6 +102,7 @@ class LoopTiming:
         """The pass ``inner`` (torch's iterator), timed and counted batch by batch (see the module docstring)."""
         clock, reporter, progress, items = self._clock, run.reporter, run.progress, run.items
         workers, sink, local = run.workers, run.sink, run.progress.stages
+        seen = (local.fetch, local.decode, local.collate)  # the stages' seconds before this pass's first batch
         counted = workers or not run.position.asks
         worker: int | None = None
         first = True
@@ -117,12 +118,12 @@ class LoopTiming:
                 except StopIteration:
                     run.position.ended()
                     return
-                except DecodeError as error:
-                    plain = from_worker(error)  # torch's re-raise holds the worker's traceback in its message
+                except Exception as error:
+                    plain = unwrapped(error)  # torch's re-raise holds the worker's traceback in its message
                     if plain is None:
                         raise
                     # A transform of one's own keeps that traceback as the cause; Pillow's is noise.
-                    raise plain from (error if "direct cause" in str(error) else None)
+                    raise plain from (error if caused(error) else None)
                 got = clock()
                 after = None
                 waited = got - asked
@@ -131,10 +132,11 @@ class LoopTiming:
                     if isinstance(batch, Counted):
                         self._staged(batch.stages, batch.pinned, waited, first, batch.made)
                         batch, after = batch.batch, batch.position
-                else:  # the stages ran in this process, inside next(): taken inline (StageTimes.take), per batch
-                    made = (local.fetch, local.decode, local.collate)
-                    local.fetch = local.decode = local.collate = 0.0
-                    self._staged(made, 0.0, waited, first)
+                else:  # the stages ran in this process, inside next(): taken inline, per batch
+                    # (StageTimes.take written out: its seconds only grow, what they grew by is this batch's)
+                    fetch, decode, collate = local.fetch, local.decode, local.collate
+                    self._staged((fetch - seen[0], decode - seen[1], collate - seen[2]), 0.0, waited, first)
+                    seen = (fetch, decode, collate)
                 if first:  # the pass's start-up ends with its first batch
                     self.first_waits += waited
                     first = False

@@ -35,6 +35,7 @@ from uc_jupyter.data.stream import loop_progress as consumer
 from uc_jupyter.data.stream.partition import GrowingCount, OnUneven
 from uc_jupyter.data.stream.partitioned import PartitionedDataset
 from uc_jupyter.data.stream.resume import Position, remaining
+from uc_jupyter.data.stream.stages import StageTimes
 from uc_jupyter.data.stream.stats import DatasetStats, StreamCounters
 from uc_jupyter.telemetry import producer
 from uc_jupyter.telemetry.model import Snapshot
@@ -198,16 +199,22 @@ class Mix(PartitionedDataset):
         plan = self.plan(counters.epoch)
         sources, taken = plan.picks(np.asarray(positions, dtype=np.int64))
         whole = consumer.of(self)  # the loader binds the mix's consumer as the pass starts
+        # The sources' stage seconds: the loader's (they reach the loop with the batches), or, with a
+        # consumer that takes none, this pass's own (the shared one of every unbound stream would mix
+        # another stream's seconds into a source's).
+        stages = whole.stages if whole.exact else StageTimes()
         for j, source in enumerate(self.sources):
             # Each source keeps its files until the loop is past the batch that holds them.
-            consumer.install_part(source, PartConsumer(whole, np.flatnonzero(sources == j)))
+            consumer.install_part(source, PartConsumer(whole, np.flatnonzero(sources == j), stages))
         parts = [self._part(j, taken[sources == j]) for j in range(len(self.sources))]
         sizes = np.asarray(self.sizes, dtype=np.int64)
         epochs = source_epochs(taken, sizes[sources]) if len(taken) else taken
         if len(counters.source_samples) != len(self.sources):  # counters of this stream, cumulative over passes
             counters.source_samples[:] = [0] * len(self.sources)
             counters.source_epochs[:] = [0] * len(self.sources)
-        return self._interleaved(sources.tolist(), epochs.tolist(), parts, counters, stream)
+            counters.source_seconds[:] = [0.0] * len(self.sources)
+        counters.source_names = self.names  # once per pass: telemetry carries them to the dashboard
+        return self._interleaved(sources.tolist(), epochs.tolist(), parts, counters, stream, stages)
 
     def _part(self, source: int, taken: npt.NDArray[np.int64]) -> Iterator[Any]:
         """Source ``source``'s samples numbered ``taken`` (in order), read by the source itself."""
@@ -227,17 +234,33 @@ class Mix(PartitionedDataset):
         parts: list[Iterator[Any]],
         counters: StreamCounters,
         stream: str,
+        stages: StageTimes,
     ) -> Iterator[Any]:
         positions, per_source, latest = self._positions, counters.source_samples, counters.source_epochs
-        for source, epoch in zip(sources, epochs, strict=True):
-            sample = next(parts[source])
-            # _count written out and without its lock, as it runs per sample: this stream is the only
-            # writer of its counters and position (readers see a count a sample late at worst).
-            counters.files += 1
-            per_source[source] += 1
-            latest[source] = epoch
-            positions[stream] += 1
-            yield sample
+        spent = counters.source_seconds
+        # Each source's time is what its own stages (fetch, decode) add to ``stages`` while it makes
+        # its samples. Only a source's code runs inside ``next(parts[source])``, and the seconds only
+        # grow, so one reading where the schedule turns to another source closes the run that ends
+        # and opens the next: no clock read, and nothing per sample but the comparison.
+        running, mark = -1, 0.0
+        try:
+            for source, epoch in zip(sources, epochs, strict=True):
+                if source != running:
+                    now = stages.fetch + stages.decode
+                    if running >= 0:
+                        spent[running] += now - mark
+                    running, mark = source, now
+                sample = next(parts[source])
+                # _count written out and without its lock, as it runs per sample: this stream is the only
+                # writer of its counters and position (readers see a count a sample late at worst).
+                counters.files += 1
+                per_source[source] += 1
+                latest[source] = epoch
+                positions[stream] += 1
+                yield sample
+        finally:  # the last run, however the pass ends (a loader stopped early closes it here)
+            if running >= 0:
+                spent[running] += stages.fetch + stages.decode - mark
         for part in parts:  # each has given all it had: let it end as a pass of its own ends (its files released)
             for _ in part:
                 raise RuntimeError("a source of the mix gave more samples than its part of the stream")
@@ -245,20 +268,21 @@ class Mix(PartitionedDataset):
 
     def figures(self, stats: Snapshot | None = None) -> tuple[SourceFigures, ...]:
         """Each source's samples, their share of the mix against the share asked (the current
-        weights), and its own epoch: from ``stats`` (a loader's ``stats()``, every worker and rank
-        it has heard from), else from the streams run in this process.
+        weights), its own epoch and the time its stages took per sample: from ``stats`` (a loader's
+        ``stats()``, every worker and rank it has heard from), else from the streams run in this process.
 
         Example:
             >>> for row in mix.figures(loader.stats()): print(row)  # doctest: +SKIP
-            /Volumes/main/ml/curated: 4,800 samples, 75.0% of the mix (asked 75.0%), its epoch 1
+            /Volumes/main/ml/curated: 4,800 samples, 75.0% of the mix (asked 75.0%), its epoch 1, 0.41 ms a sample
         """
         if stats is not None:
-            samples, epochs = stats.source_samples, stats.source_epochs
+            samples, epochs, seconds = stats.source_samples, stats.source_epochs, stats.source_seconds
         else:
             streams = [s for s in self.stream_stats() if s.source_samples]
             samples = tuple(sum(c) for c in zip(*(s.source_samples for s in streams), strict=True))
             epochs = tuple(max(e) for e in zip(*(s.source_epochs for s in streams), strict=True))
-        return source_figures(self.names, self.weights, samples, epochs)
+            seconds = tuple(sum(t) for t in zip(*(s.source_seconds for s in streams), strict=True))
+        return source_figures(self.names, self.weights, samples, epochs, seconds)
 
     def stats(self) -> DatasetStats:
         """The mix's streams in this process (each sample counted as one file)."""

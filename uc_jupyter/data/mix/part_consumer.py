@@ -33,10 +33,12 @@ __all__ = ["PartConsumer"]
 
 
 class PartConsumer:
-    """``whole``'s view for a source whose samples sit at ``places`` (ascending) of the mix's pass."""
+    """``whole``'s view for a source whose samples sit at ``places`` (ascending) of the mix's pass,
+    its stages' seconds added to ``stages`` (``whole``'s when it takes them per batch)."""
 
-    def __init__(self, whole: Consumer, places: npt.NDArray[np.int64]) -> None:
+    def __init__(self, whole: Consumer, places: npt.NDArray[np.int64], stages: StageTimes | None = None) -> None:
         self._whole, self._places = whole, places
+        self._stages = whole.stages if stages is None else stages
 
     @property
     def exact(self) -> bool:
@@ -61,8 +63,9 @@ class PartConsumer:
 
     @property
     def stages(self) -> StageTimes:
-        """The mix stream's: a source's fetch and decode seconds reach the loop with the batches."""
-        return self._whole.stages
+        """The mix stream's: a source's fetch and decode seconds reach the loop with the batches, and
+        the mix reads each source's share of them where it turns from one source to the next."""
+        return self._stages
 
     def start(self) -> Callable[[], int]:
         first_place, places = self._whole.start(), self._places

@@ -148,6 +148,13 @@ class Progress:
         for slot in range(1, len(counts)):
             counts[slot] = 0
 
+    def end_pass(self) -> None:
+        """The pass ended, whether the loop finished it or left it: its streams are done with
+        everything, so one waiting for the loop to move on (at the end of its share of the cache
+        budget) stops waiting, and its worker stops when torch asks it to instead of at torch's
+        5-second timeout."""
+        self.counts[_GENERATION] += 1
+
     def moved_past(self, worker: int) -> None:
         """The loop asked for the batch after one of ``worker``'s (0 without workers)."""
         self.counts[1 + worker] += 1

@@ -10,6 +10,11 @@ loop adds what the batch carries to its own counters. Without workers the stages
 ``next()``, and the loop takes them itself after each batch (torch's collate is then part of *other*).
 Nothing is sampled from a timer thread.
 
+The seconds only grow (a take remembers where it took from, and never resets them), so a reader in
+the stream's own thread may take the difference of two readings itself: a
+:class:`~uc_jupyter.data.Mix` reads ``fetch + decode`` where it turns from one source to the next,
+and what grew in between is that source's (no clock read of its own).
+
 The loop's side (:mod:`uc_jupyter.data.loader.loop_timing`) adds the stages only it sees: the
 *transfer* from the worker to the loop (pinning included) and, when the loop waited longer than its
 batch took to make, *other* (the worker was still busy with an earlier batch, or started late).
@@ -21,6 +26,8 @@ Example:
     (0.004, 0.01, 0.0)
     >>> stages.take()  # taken: the next batch starts from nothing
     (0.0, 0.0, 0.0)
+    >>> stages.decode  # the seconds themselves still grow
+    0.01
 """
 
 from __future__ import annotations
@@ -29,24 +36,27 @@ __all__ = ["StageTimes"]
 
 
 class StageTimes:
-    """Seconds the stages of this process spent since the last batch was taken (see the module docstring).
+    """Seconds the stages of this process spent (see the module docstring): cumulative, and taken
+    per batch as what they added since the last take.
 
     Plain attributes, added to in place by the stage that ran: a stage's timing costs two clock reads
     and one addition, per run of files (fetch) or per item (decode).
     """
 
-    __slots__ = ("collate", "decode", "fetch")
+    __slots__ = ("_taken", "collate", "decode", "fetch")
 
     def __init__(self) -> None:
         self.fetch = 0.0
         self.decode = 0.0
         self.collate = 0.0
+        self._taken = (0.0, 0.0, 0.0)
 
     def take(self) -> tuple[float, float, float]:
-        """The seconds ``(fetch, decode, collate)`` added since the last take, and start again from zero."""
-        taken = (self.fetch, self.decode, self.collate)
-        self.fetch = self.decode = self.collate = 0.0
-        return taken
+        """The seconds ``(fetch, decode, collate)`` added since the last take (the next take counts from here)."""
+        now = (self.fetch, self.decode, self.collate)
+        fetch, decode, collate = self._taken
+        self._taken = now
+        return (now[0] - fetch, now[1] - decode, now[2] - collate)
 
     def __repr__(self) -> str:
         return f"StageTimes(fetch={self.fetch:.6f}, decode={self.decode:.6f}, collate={self.collate:.6f})"

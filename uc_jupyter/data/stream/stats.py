@@ -52,9 +52,12 @@ class StreamCounters:
     read_seconds: float = 0.0
     answered: int = 0
     answer_seconds: float = 0.0
-    # A Mix's stream: samples of each source so far, and the source's own epoch of its latest one.
+    # A Mix's stream: samples of each source so far, the source's own epoch of its latest one, the
+    # seconds its stages took to make them, and the sources' names (set once per pass).
     source_samples: list[int] = field(default_factory=list)
     source_epochs: list[int] = field(default_factory=list)
+    source_seconds: list[float] = field(default_factory=list)
+    source_names: tuple[str, ...] = ()
 
     def known_shard(self, size: int) -> None:
         """A pass that started while its items arrive: its shard is known to be at least ``size``."""
@@ -63,7 +66,12 @@ class StreamCounters:
     def freeze(self) -> StreamStats:
         """A frozen copy (call it under the lock the counters are mutated under)."""
         frozen = StreamStats(*astuple(self))
-        return replace(frozen, source_samples=tuple(self.source_samples), source_epochs=tuple(self.source_epochs))
+        return replace(
+            frozen,
+            source_samples=tuple(self.source_samples),
+            source_epochs=tuple(self.source_epochs),
+            source_seconds=tuple(self.source_seconds),
+        )
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,8 @@ class StreamStats:
     answer_seconds: float = 0.0
     source_samples: tuple[int, ...] = ()  # a Mix's stream: samples of each of its sources
     source_epochs: tuple[int, ...] = ()  # a Mix's stream: each source's own epoch of its latest sample
+    source_seconds: tuple[float, ...] = ()  # a Mix's stream: seconds each source's stages took to make its samples
+    source_names: tuple[str, ...] = ()  # a Mix's stream: its sources' names (volume paths, table names)
 
     def sample(self, *, seq: int, time: float, cache: CacheStats | None) -> Sample:
         """This stream's telemetry sample at ``time``, with the shared ``cache``'s fill (None: no cache).
@@ -123,6 +133,8 @@ class StreamStats:
             answer_seconds=self.answer_seconds,
             source_samples=self.source_samples,
             source_epochs=self.source_epochs,
+            source_seconds=self.source_seconds,
+            source_names=self.source_names,
             cache_used_bytes=cache.used_bytes if cache else 0,
             cache_max_bytes=cache.max_bytes if cache else 0,
             cache_evictions=cache.evictions if cache else 0,

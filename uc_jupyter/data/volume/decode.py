@@ -56,25 +56,6 @@ class DecodeError(ValueError):
     """A file could not be decoded; the message names its ``/Volumes`` path and the decoder."""
 
 
-def from_worker(error: DecodeError) -> DecodeError | None:
-    """The error a DataLoader worker raised, out of torch's re-raise of it (whose message is the
-    worker's whole traceback); None when ``error`` is not such a re-raise.
-
-    Example:
-        >>> wrapped = DecodeError("Caught DecodeError in DataLoader worker process 0.\\nOriginal Traceback "
-        ...     "(most recent call last):\\n  ...\\nuc_jupyter.data.decode.DecodeError: /Volumes/c/s/v/a.csv: bad")
-        >>> str(from_worker(wrapped)), from_worker(DecodeError("/Volumes/c/s/v/a.csv: bad"))
-        ('/Volumes/c/s/v/a.csv: bad', None)
-    """
-    text = str(error)
-    if not text.startswith("Caught DecodeError in DataLoader worker"):
-        return None
-    marker = "DecodeError: "
-    last = text.rstrip().splitlines()[-1]
-    at = last.find(marker)
-    return DecodeError(last[at + len(marker) :]) if at >= 0 else None
-
-
 def decode_failure(where: str, transform: Callable[..., Any] | None, source: Any, exc: Exception) -> DecodeError:
     """What a failed ``transform(source)`` of the file at ``where`` (its /Volumes path) raises: that
     path and the transform, never the cache's path (raise it ``from None`` for the built-in

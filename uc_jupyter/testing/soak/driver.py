@@ -325,8 +325,9 @@ def _named(pids: list[int], mounted: bool) -> str:
 
 def _one_line(exc: BaseException) -> str:
     """The error a call raised, in one line, with what caused it where its first line does not say:
-    torch's CheckpointException says only which ranks failed, and an error re-raised from a
-    DataLoader worker only in which worker ("Caught VolumeReadError in DataLoader worker process 1.");
+    torch's CheckpointException says only which ranks failed, and an error of the user's (or of a
+    library's) re-raised from a DataLoader worker only in which worker ("Caught ... in DataLoader
+    worker process 1.": the project's own come back as themselves, data/loader/worker_errors.py);
     the last line of their messages is the error itself."""
     said = f"{type(exc).__name__}: {first_line(exc)}"
     messages = [failure.message for failure in getattr(exc, "failures", ())] or [str(exc)]
