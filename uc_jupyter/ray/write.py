@@ -230,9 +230,13 @@ class _CatalogDeltaSink(DeltaDatasink):
         if target.staged is not None:  # nothing refers to the staging table: it goes, files and all
             target.abandon()
         elif not self._committed:
-            gone = remove_unreferenced(
-                target.resolved.storage_location, target.options, since=self._started, named_with=self._write_id
-            )
+            try:
+                gone = remove_unreferenced(
+                    target.resolved.storage_location, target.options, since=self._started, named_with=self._write_id
+                )
+            except Exception as exc:  # the write's own error is the one to see; these files are never read
+                log.warning("could not remove the files of a failed write of %s: %s", target.name, exc)
+                return
             log.info("removed %d file(s) of a failed write of %s", len(gone), target.name)
 
 
