@@ -1,5 +1,6 @@
 """``uc_jupyter.ray.read_table`` on the session's 2-node Ray cluster, on the embedded catalog and over
-``uc-jupyter serve``: its rows are the catalog's own reader's (:func:`uc_jupyter.tables.delta.read_arrow`),
+``uc-jupyter serve``: its rows are the catalog's own readers' (:func:`uc_jupyter.tables.delta.read_arrow`,
+and Spark's :func:`uc_jupyter.tables.table`),
 for a table of several files with rows deleted by deletion vectors in two of them, at its latest and
 at a pinned version, and what it refuses it refuses in one line before a task runs."""
 
@@ -49,6 +50,15 @@ def test_rows_deleted_by_deletion_vectors_never_appear(dv_table: Catalog, ray_dr
     assert sorted(r["s"] for r in got) == sorted(str(x) for x in expected)  # each row whole
     assert {tuple(r) for r in only_s} == {("s",)} and len(only_s) == 26
     assert xs(before) == list(range(30))  # before the delete: every row
+
+
+def test_rows_are_the_spark_tables(dv_table: Catalog, ray_driver: RayTestCluster, spark_remote: str) -> None:
+    from uc_jupyter.tables import table
+
+    with as_principal("alice"):
+        spark_rows = sorted((r["x"], r["s"]) for r in table("main.ml.dv").collect())
+        ray_rows = sorted((r["x"], r["s"]) for r in ucray.read_table("main.ml.dv").take_all())
+    assert len(spark_rows) == 26 and ray_rows == spark_rows
 
 
 @pytest.mark.parametrize(
