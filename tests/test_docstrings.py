@@ -35,6 +35,7 @@ from uc_jupyter.distributed import accelerators, board, checks, outcome, payload
 from uc_jupyter.distributed import errors as rank_errors
 from uc_jupyter.distributed.launch import ray_cluster
 from uc_jupyter.jupyter import args
+from uc_jupyter.ray import checks as ray_checks
 from uc_jupyter.storage import cloud, downloads, export_manifest, keys, locations, nofollow, retry, stores, writes
 from uc_jupyter.storage import errors as storage_errors
 from uc_jupyter.storage import staged as staged_files
@@ -62,7 +63,7 @@ from uc_jupyter.widgets import charts, view
         *(http, vended, wire_read, rest_names, ucserver_routes_extensions),
         pytest.param(served, marks=pytest.mark.servers),  # its example serves a home (uc-jupyter serve)
         *(pace, remote, wanted, waits, clocks, scripts, fit, files_at_once),
-        *(accelerators, status, ray_cluster, checks, outcome),
+        *(accelerators, status, ray_cluster, checks, outcome, ray_checks),
         *(mix_schedule, mix_epochs, mix_part_consumer, mix_figures),
         *(resume, position, renewal, rng, checkpoint_layout, writes, s3_answers, export_manifest),
         *(keys, retry, stores, watch, downloads, catalog_model, volume_paths, cloud, storage_errors, nofollow, testing),

@@ -154,3 +154,47 @@ def test_a_broken_delta_log_is_a_catalog_error_not_not_found(tmp_path: Path) -> 
         delta_columns(NAME, f"file://{tmp_path.resolve()}/broken", {})
     assert not isinstance(refused.value, NotFound)
     assert "\n" not in str(refused.value)
+
+
+# ----------------------------------------------------------------- delta_snapshot, arrow_columns
+
+
+def test_a_snapshot_is_the_latest_and_a_missing_table_is_not_found(location: str, tmp_path: Path) -> None:
+    write_delta(NAME, location, rows(1), "error", {})
+    write_delta(NAME, location, rows(2), "append", {})
+    from uc_jupyter.catalog.delta_files import delta_snapshot
+
+    assert delta_snapshot(NAME, location, {}).version() == 1
+    with pytest.raises(NotFound, match=r"^table main\.ml\.t: no Delta table at "):
+        delta_snapshot(NAME, f"file://{tmp_path}/nothing", {})
+
+
+def test_arrow_columns_are_typed_as_the_delta_log_types_them(location: str) -> None:
+    from uc_jupyter.catalog.delta_files import arrow_columns
+
+    data = pa.table({"x": pa.array([1], pa.int64()), "s": pa.array(["a"], pa.large_string()), "f": [1.5]})
+    write_delta(NAME, location, data, "error", {})
+    assert [(c.name, c.type_text) for c in arrow_columns(data.schema)] == [
+        (c.name, c.type_text) for c in delta_columns(NAME, location, {})
+    ]
+    with pytest.raises(ValueError, match=r"^columns d: not Delta column types: "):
+        arrow_columns(pa.schema([("d", pa.duration("s"))]))
+
+
+# ----------------------------------------------------------------- remove_unreferenced(named_with=)
+
+
+def test_named_with_removes_only_one_writers_uncommitted_files(location: str) -> None:
+    from uc_jupyter.catalog.delta_files import remove_unreferenced
+
+    write_delta(NAME, location, rows(1), "error", {})
+    folder = Path(location.removeprefix("file://"))
+    committed = sorted(p.name for p in folder.glob("*.parquet"))
+    (folder / "part-00000-00000-mine1234-0.parquet").write_bytes(b"mine")
+    (folder / "part-00000-00000-theirs99-0.parquet").write_bytes(b"theirs")
+    gone = remove_unreferenced(location, {}, since=0.0, named_with="mine1234")
+    assert [key for key, _ in gone] == ["part-00000-00000-mine1234-0.parquet"]
+    assert sorted(p.name for p in folder.glob("*.parquet")) == sorted(
+        [*committed, "part-00000-00000-theirs99-0.parquet"]
+    )
+    assert read(location) == [1]

@@ -21,8 +21,17 @@ from uc_jupyter.storage import urls as st
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from deltalake import DeltaTable
 
-__all__ = ["delta_columns", "delta_exists", "remove_unreferenced", "to_arrow", "write_delta"]
+__all__ = [
+    "arrow_columns",
+    "delta_columns",
+    "delta_exists",
+    "delta_snapshot",
+    "remove_unreferenced",
+    "to_arrow",
+    "write_delta",
+]
 
 # A data file a Delta writer makes (deltalake's part-*.parquet), or the part of one object_store was
 # still writing on a local disk when its writer died (``<name>.parquet#<n>``).
@@ -78,21 +87,57 @@ def delta_exists(name: SecurableName | str, location: str, options: dict[str, An
         raise CatalogError(f"table {name}: cannot look for Delta files at {location}: {first_line(exc)}") from exc
 
 
-def delta_columns(name: SecurableName, location: str, options: dict[str, Any]) -> tuple[ColumnInfo, ...]:
-    """The columns of the Delta table at ``location``; NotFound when it is gone (the snapshot
-    opener's one line, as the catalog's error)."""
+def delta_snapshot(
+    name: SecurableName | str, location: str, options: dict[str, Any], *, version: int | None = None
+) -> DeltaTable:
+    """The snapshot of the Delta table at ``location`` (its latest, or ``version``), the snapshot
+    opener's one line as the catalog's error: NotFound when no Delta table (or no such version) is
+    there, CatalogError for anything else."""
     from uc_jupyter.storage.delta_snapshot import SnapshotError, SnapshotMissing, open_snapshot
 
     try:
-        snapshot = open_snapshot(st.delta_uri(location), table=str(name), storage_options=st.deltalake_options(options))
+        return open_snapshot(
+            st.delta_uri(location),
+            table=str(name),
+            version=version,
+            storage_options=st.deltalake_options(options),
+        )
     except SnapshotMissing as exc:
         raise NotFound(str(exc)) from exc
     except SnapshotError as exc:
         raise CatalogError(str(exc)) from exc
+
+
+def delta_columns(name: SecurableName, location: str, options: dict[str, Any]) -> tuple[ColumnInfo, ...]:
+    """The columns of the Delta table at ``location``; NotFound when it is gone (the snapshot
+    opener's one line, as the catalog's error)."""
+    snapshot = delta_snapshot(name, location, options)
     try:
         schema = snapshot.schema()
     except Exception as exc:  # a schema deltalake cannot map
         raise CatalogError(f"table {name}: cannot read the Delta schema at {location}: {first_line(exc)}") from exc
+    return _columns(schema)
+
+
+def arrow_columns(schema: pa.Schema) -> tuple[ColumnInfo, ...]:
+    """The columns a Delta table written from arrow ``schema`` has, typed as :func:`delta_columns`
+    types them (Delta's names: ``long``, ``string``...), so the two compare; ValueError, one line, for
+    a type Delta has no column type for.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> [(c.name, c.type_text) for c in arrow_columns(pa.schema([("x", pa.int64()), ("s", pa.large_string())]))]
+        [('x', 'long'), ('s', 'string')]
+    """
+    from deltalake import Schema
+
+    try:
+        return _columns(Schema.from_arrow(schema))
+    except Exception as exc:  # deltalake's message for an arrow type it cannot map
+        raise ValueError(f"columns {', '.join(schema.names)}: not Delta column types: {first_line(exc)}") from exc
+
+
+def _columns(schema: Any) -> tuple[ColumnInfo, ...]:
     return tuple(ColumnInfo(f.name, _type_text(f.type), bool(f.nullable)) for f in schema.fields)
 
 
@@ -101,11 +146,15 @@ def _type_text(delta_type: Any) -> str:
     return str(simple) if isinstance(simple, str) else str(delta_type)
 
 
-def remove_unreferenced(location: str, options: dict[str, Any], *, since: float) -> list[tuple[str, int]]:
+def remove_unreferenced(
+    location: str, options: dict[str, Any], *, since: float, named_with: str | None = None
+) -> list[tuple[str, int]]:
     """Remove the data files at ``location`` that no commit of its Delta log names (an added file, a
     removed one that time travel still reads, a change-data file) and that were last modified at or
     after ``since`` (epoch seconds): what a writer killed after ``since`` left. The caller knows that
-    no writer that may still commit is running (:mod:`uc_jupyter.catalog.embedded.killed_writes`).
+    no writer that may still commit is running (:mod:`uc_jupyter.catalog.embedded.killed_writes`), or
+    gives ``named_with``, a token only its own write put in its files' names (``uc_jupyter.ray``'s
+    failed writes): then only those files go, and any other writer's are left alone.
     Hidden paths (``_delta_log``, any ``_`` or ``.`` folder or file) are never touched, nor is
     anything when the log cannot be read whole. Returns each removed key and its bytes.
 
@@ -127,6 +176,7 @@ def remove_unreferenced(location: str, options: dict[str, Any], *, since: float)
         and entry.key not in named
         and not any(part.startswith(("_", ".")) for part in entry.key.split("/"))
         and _DATA_FILE.fullmatch(entry.key.rpartition("/")[2])
+        and (named_with is None or named_with in entry.key.rpartition("/")[2])
     ]
     writes.delete([key for key, _ in gone])
     return gone

@@ -18,7 +18,7 @@ import contextvars
 import functools
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal, Protocol, runtime_checkable
@@ -222,6 +222,21 @@ class StagingTableInfo:
     @property
     def full_name(self) -> str:
         return str(SecurableName((self.catalog_name, self.schema_name, self.name)))
+
+    @property
+    def table(self) -> TableInfo:
+        """The managed table it becomes once registered, as far as it is known now (no columns yet)."""
+        return TableInfo(
+            catalog_name=self.catalog_name,
+            schema_name=self.schema_name,
+            name=self.name,
+            owner=self.owner,
+            table_type="MANAGED",
+            storage_location=self.staging_location,
+            columns=(),
+            created_at=self.created_at,
+            id=self.id,
+        )
 
 
 @dataclass(frozen=True)
@@ -518,6 +533,23 @@ class Catalog(Protocol):
     def resolve_volume_path(self, path: str, *, write: bool = False) -> ResolvedVolumePath: ...
     def resolve_table(self, name: str, *, write: bool = False) -> ResolvedTable: ...
     def resolve_storage_path(self, url: str, *, write: bool = False) -> ResolvedStoragePath: ...
+
+    # A managed table made by a writer outside the catalog (a Ray job): staged (CREATE TABLE checked), its
+    # Delta files written at the staging location with the credentials resolve_staging_table gives, then
+    # registered, or abandoned with its files. refresh_table: the columns read again after such a write.
+    def create_staging_table(self, name: str) -> StagingTableInfo: ...
+    def resolve_staging_table(self, staged: StagingTableInfo) -> ResolvedTable: ...
+    def register_staged_table(
+        self,
+        name: str,
+        staging_location: str,
+        *,
+        columns: Sequence[tuple[str, str | None]] | None = None,
+        comment: str | None = None,
+        staging_id: str | None = None,
+    ) -> TableInfo: ...
+    def abandon_staging_table(self, staging_id: str) -> None: ...
+    def refresh_table(self, name: str) -> TableInfo: ...
 
 
 # The principal override of `as_principal`, shared by every catalog object in this process.

@@ -29,7 +29,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
@@ -39,7 +39,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from uc_jupyter.storage.delta_snapshot import local_folder, open_snapshot
 
-__all__ = ["DeltaSource", "keep_masks"]
+__all__ = ["DeltaSource", "Split", "keep_masks", "plain_schema", "plan_splits", "read_split"]
 
 FORMAT = "uc_delta"
 
@@ -72,9 +72,9 @@ class _Piece:
 
 
 @dataclass(frozen=True)
-class _Split:
-    """What one Spark task reads: pieces of files under ``root`` (a URI), or the whole table by
-    ``DeltaTable.scan`` when ``scan`` is set."""
+class Split:
+    """What one task (Spark's, or Ray's: ``uc_jupyter.ray``) reads: pieces of files under ``root`` (a
+    URI), or the whole table by ``DeltaTable.scan`` when ``scan`` is set."""
 
     root: str
     pieces: tuple[_Piece, ...] = ()
@@ -95,8 +95,9 @@ def _storage_options(options: Mapping[str, str]) -> dict[str, str] | None:
     return json.loads(options.get("storage_options") or "{}") or None
 
 
-def _plain(schema: pa.Schema) -> pa.Schema:
-    """Spark's Arrow conversion knows string and binary, not deltalake's view types."""
+def plain_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` without deltalake's view types: Spark's Arrow conversion (and Ray's blocks) know
+    string and binary, not string_view and binary_view."""
     views = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
     return pa.schema([f.with_type(views.get(f.type, f.type)) for f in schema])
 
@@ -118,7 +119,7 @@ class DeltaSource(DataSource):
         from pyspark.sql.pandas.types import from_arrow_schema
 
         arrow = pa.schema(_open(self.options).schema().to_arrow())
-        return from_arrow_schema(_plain(arrow))
+        return from_arrow_schema(plain_schema(arrow))
 
     def reader(self, schema: Any) -> DeltaReader:
         return DeltaReader(dict(self.options), schema)
@@ -144,21 +145,49 @@ class DeltaReader(DataSourceReader):
             return
         # Exactly the Arrow schema pyspark checks each batch against.
         target = to_arrow_schema(self.schema, timezone="UTC")
-        if split.scan:
-            reader = pa.RecordBatchReader.from_stream(_open(self.options).scan(columns=target.names))
-            for batch in reader:
-                yield batch if batch.schema.equals(target) else batch.cast(target)
-            return
-        filesystem, base = _filesystem(split.root, _storage_options(self.options))
-        for piece in split.pieces:
-            yield from _read_piece(filesystem, base, piece, target)
+        yield from read_split(split, target, _storage_options(self.options), lambda: _open(self.options))
 
 
-def _plan(table: Any, options: Mapping[str, str]) -> list[_Split]:
-    """The splits of ``table``: balanced groups of file pieces, or one whole-table scan when its
-    files cannot be read as plain Parquet."""
+def read_split(
+    split: Split, target: pa.Schema, storage_options: dict[str, str] | None, snapshot: Callable[[], Any]
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``split`` (deletion vectors applied) as batches of ``target``, its files read with
+    ``storage_options``; a whole-table split scans ``snapshot()``, the pinned snapshot opened again.
+
+    Example:
+        >>> for batch in read_split(split, target, options, lambda: snapshot):  # doctest: +SKIP
+        ...     total += batch.num_rows
+    """
+    if split.scan:
+        reader = pa.RecordBatchReader.from_stream(snapshot().scan(columns=target.names))
+        for batch in reader:
+            yield batch if batch.schema.equals(target) else batch.cast(target)
+        return
+    filesystem, base = _filesystem(split.root, storage_options)
+    for piece in split.pieces:
+        yield from _read_piece(filesystem, base, piece, target)
+
+
+def _plan(table: Any, options: Mapping[str, str]) -> list[Split]:
+    parallelism, max_split = options.get("parallelism"), options.get("max_split_bytes")
+    return plan_splits(
+        table,
+        parallelism=int(parallelism) if parallelism else None,
+        max_split_bytes=int(max_split) if max_split else None,
+    )
+
+
+def plan_splits(table: Any, *, parallelism: int | None = None, max_split_bytes: int | None = None) -> list[Split]:
+    """The splits of the snapshot ``table``: balanced groups of file pieces (at most ``max_split_bytes``
+    of Parquet each; by default as Spark sizes them for ``parallelism`` task slots, else this machine's
+    CPUs), or one whole-table scan when its files cannot be read as plain Parquet.
+
+    Example:
+        >>> [len(s.pieces) for s in plan_splits(DeltaTable("/data/t"), parallelism=2)]  # doctest: +SKIP
+        [3, 3]
+    """
     root = table.table_uri
-    whole = [_Split(root, scan=True)]
+    whole = [Split(root, scan=True)]
     if not _plain_files(table):
         return whole
     actions = pa.table(table.get_add_actions(flatten=False))
@@ -170,13 +199,11 @@ def _plan(table: Any, options: Mapping[str, str]) -> list[_Split]:
     files = _files(actions, root, keeps)
     if keeps:  # a deletion vector whose file is not in the snapshot we read: never skip one silently
         return whole
-    parallelism = int(options.get("parallelism") or _cpus())
+    parallelism = parallelism or _cpus()
     total = sum(file.size + _OPEN_COST_BYTES for file, _ in files)
-    max_split = int(
-        options.get("max_split_bytes") or min(_MAX_SPLIT_BYTES, max(_OPEN_COST_BYTES, total // max(parallelism, 1)))
-    )
+    max_split = max_split_bytes or min(_MAX_SPLIT_BYTES, max(_OPEN_COST_BYTES, total // max(parallelism, 1)))
     pieces = [piece for file, mask in files for piece in _cut(file, mask, max(max_split, 1))]
-    return [_Split(root, tuple(group)) for group in _pack(pieces, max_split)]
+    return [Split(root, tuple(group)) for group in _pack(pieces, max_split)]
 
 
 def _plain_files(table: Any) -> bool:

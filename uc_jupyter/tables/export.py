@@ -32,10 +32,11 @@ import contextlib
 import time
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from uc_jupyter.catalog import AlreadyExists, Catalog, NotFound, get_catalog
+from uc_jupyter.catalog import AlreadyExists, Catalog, NotFound, ResolvedVolumePath, get_catalog
 from uc_jupyter.catalog.rules.names import parse_volume_path
 from uc_jupyter.errors import UcJupyterWarning
 from uc_jupyter.processes import stamp, stamp_alive
@@ -55,11 +56,10 @@ from uc_jupyter.storage.export_manifest import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from uc_jupyter.catalog import ResolvedVolumePath
     from uc_jupyter.data.volume.listing import Listing
     from uc_jupyter.storage.writes import VolumeWrites
 
-__all__ = ["export_table", "load_hf_dataset"]
+__all__ = ["ExportTarget", "commit_export", "export_table", "export_target", "load_hf_dataset", "remove_upload"]
 
 _UPLOADS_AT_ONCE = 4  # files uploaded at once (each large one also sends its parts at once)
 
@@ -79,24 +79,14 @@ def export_table(
     must be able to write this machine's local disk (the local server does). ``mode="error"``
     refuses a folder that already holds files.
     """
-    from uc_jupyter.storage.writes import open_writes, staging_folder
+    from uc_jupyter.storage.writes import staging_folder
     from uc_jupyter.tables.delta import open_delta
     from uc_jupyter.tables.frames import table
 
-    if mode not in ("overwrite", "error"):
-        raise ValueError(f"invalid mode {mode!r}: use 'overwrite' or 'error'")
     cat = catalog or get_catalog()
-    target_path = parse_volume_path(path)
-    if not target_path.relative:
-        raise ValueError(f"{path} is a whole volume; export into a folder of it, e.g. {path.rstrip('/')}/{name}")
-    where = str(target_path)
-    resolved = cat.resolve_volume_path(where, write=True)  # WRITE VOLUME
+    target = export_target(path, mode, catalog=cat, example=name)  # WRITE VOLUME
     full_name = cat.resolve_table(name).table.full_name  # SELECT, checked before anything is written
-    writes = open_writes(resolved.url, resolved.storage_options, where=where, root=resolved.volume.storage_location)
-    keys = _keys(writes)
-    previous = _committed(writes, keys, where)
-    if mode == "error" and any(not key.startswith(".") for key in keys):
-        raise AlreadyExists(f"{where} exists; export with mode='overwrite' to replace it")
+    writes = target.writes
     version = open_delta(name, catalog=cat).version()
     manifest = Manifest(new_export_id(), full_name, version, ())
     staged.sweep(staging_folder())  # what killed exports and uploads left on this disk
@@ -111,8 +101,58 @@ def export_table(
             manifest = Manifest(manifest.id, full_name, version, tuple(_parquet_files(out)))
             _upload(writes, manifest, out)
         except BaseException:
-            _remove_upload(writes, manifest)
+            remove_upload(writes, manifest)
             raise
+    commit_export(target, manifest)
+    return target.where
+
+
+@dataclass(frozen=True)
+class ExportTarget:
+    """A volume folder an export writes into, WRITE VOLUME checked: its /Volumes path, its write seam and
+    the export committed there before (None: none)."""
+
+    where: str
+    resolved: ResolvedVolumePath
+    writes: VolumeWrites
+    previous: Manifest | None
+
+
+def export_target(
+    path: str, mode: Literal["overwrite", "error"], *, catalog: Catalog | None = None, example: str = "out"
+) -> ExportTarget:
+    """The folder ``path`` an export (``export_table``'s, or a Ray Dataset's) writes into, WRITE VOLUME
+    checked; ``mode="error"`` refuses a folder that already holds files, a whole volume is refused
+    (``example`` names a folder to suggest).
+
+    Example:
+        >>> export_target("/Volumes/main/ml/exports/points", "overwrite").previous  # doctest: +SKIP
+    """
+    from uc_jupyter.storage.writes import open_writes
+
+    if mode not in ("overwrite", "error"):
+        raise ValueError(f"invalid mode {mode!r}: use 'overwrite' or 'error'")
+    cat = catalog or get_catalog()
+    target_path = parse_volume_path(path)
+    if not target_path.relative:
+        raise ValueError(f"{path} is a whole volume; export into a folder of it, e.g. {path.rstrip('/')}/{example}")
+    where = str(target_path)
+    resolved = cat.resolve_volume_path(where, write=True)  # WRITE VOLUME
+    writes = open_writes(resolved.url, resolved.storage_options, where=where, root=resolved.volume.storage_location)
+    keys = _keys(writes)
+    if mode == "error" and any(not key.startswith(".") for key in keys):
+        raise AlreadyExists(f"{where} exists; export with mode='overwrite' to replace it")
+    return ExportTarget(where, resolved, writes, _committed(writes, keys, where))
+
+
+def commit_export(target: ExportTarget, manifest: Manifest) -> None:
+    """Make ``manifest``'s files, all uploaded under its prefix, the folder's export: one PUT of the
+    manifest, then the files it replaced removed (see the module docstring for a commit that fails).
+
+    Example:
+        >>> commit_export(target, Manifest(export_id, "main.ml.t", 3, files))  # doctest: +SKIP
+    """
+    writes, where = target.writes, target.where
     try:
         writes.put_bytes(MANIFEST, manifest.to_bytes())  # the commit: one PUT, visible whole or not at all
     except BaseException:
@@ -128,14 +168,13 @@ def export_table(
         except Exception:
             landed = None  # not known: its files stay (a later export removes them once stale)
         if landed is False:
-            _remove_upload(writes, manifest)
+            remove_upload(writes, manifest)
         else:
             done = "committed nevertheless" if landed else "may have committed"
             message = f"{where}: export {manifest.id} {done}; its files and the previous export's stay"
-            warnings.warn(message, UcJupyterWarning, stacklevel=2)  # beside the error (no add_note on 3.10)
+            warnings.warn(message, UcJupyterWarning, stacklevel=3)  # beside the error (no add_note on 3.10)
         raise
-    _remove_replaced(writes, manifest, previous, where)
-    return where
+    _remove_replaced(writes, manifest, target.previous, where)
 
 
 def load_hf_dataset(
@@ -265,7 +304,7 @@ def _committed(writes: VolumeWrites, keys: list[str], where: str) -> Manifest | 
         return None
 
 
-def _remove_upload(writes: VolumeWrites, manifest: Manifest) -> None:
+def remove_upload(writes: VolumeWrites, manifest: Manifest) -> None:
     """Remove the files of an export that did not commit (best effort: the error that stopped the
     export is the one to see, and a leftover is removed by a later export once stale)."""
     with contextlib.suppress(Exception):

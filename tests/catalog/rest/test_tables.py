@@ -157,7 +157,7 @@ def test_a_server_without_staging_tables_asks_for_a_storage_location(rest: RestC
 def test_a_staging_answer_without_a_location_writes_nothing(rest: RestCatalog, scripted: Scripted) -> None:
     # "" would be a relative path: the files would land in whatever folder the kernel runs in.
     scripted.script = [NO_TABLE, (200, {"id": "s1", "staging_location": ""}, {})]
-    with pytest.raises(CatalogError, match="staging table for main.ml.t has no id or staging_location"):
+    with pytest.raises(CatalogError, match="StagingTableInfo for main.ml.t has no staging_location"):
         rest.create_table("main.ml.t", xs(1))
     assert calls(scripted) == ["GET /tables/main.ml.t", "POST /staging-tables"]
 

@@ -191,6 +191,14 @@ class Staging(TableWrites):
             self._record_pending(conn, staged["location"])
         self._remove_pending(staged["location"])
 
+    def resolve_staging_table(self, staged: StagingTableInfo) -> ResolvedTable:
+        """Where the caller writes its staging table ``staged`` (:meth:`resolve_table_id` of its id).
+
+        Example:
+            >>> cat.resolve_staging_table(cat.create_staging_table("main.ml.new")).storage_location  # doctest: +SKIP
+        """
+        return self.resolve_table_id(staged.id, write=True)
+
     def resolve_table_id(self, table_id: str, *, write: bool = False) -> ResolvedTable:
         """Where the table (or staging table) with ``table_id`` keeps its Delta files, after the check:
         a table's id is :meth:`resolve_table` of its name; a staging table's only for its creator,
@@ -232,15 +240,14 @@ class Staging(TableWrites):
 
 def _staged_resolution(staged: sqlite3.Row) -> ResolvedTable:
     catalog, schema, name = staged["key"].split(".")
-    info = TableInfo(
-        catalog_name=catalog,
-        schema_name=schema,
-        name=name,
-        owner=staged["owner"],
-        table_type="MANAGED",
-        storage_location=staged["location"],
-        columns=(),
-        created_at=datetime.fromisoformat(staged["created_at"]),
+    info = StagingTableInfo(
+        catalog,
+        schema,
+        name,
         id=staged["id"],
+        staging_location=staged["location"],
+        owner=staged["owner"],
+        created_at=datetime.fromisoformat(staged["created_at"]),
+        expires_at=datetime.fromtimestamp(staged["expires_at"], timezone.utc),
     )
-    return ResolvedTable(info, staged["location"], {})
+    return ResolvedTable(info.table, staged["location"], {})

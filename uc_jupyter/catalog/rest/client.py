@@ -96,6 +96,7 @@ class RestCatalog(RestTables, RestGovernance):
         self._extensions: bool | None = None  # whether the server has uc_jupyter's routes (None: not asked yet)
         self._own_lock = threading.Lock()
         self._vended = VendedCache(self._vend)
+        self._staging_options = {}
 
     def __repr__(self) -> str:
         return f"RestCatalog({self._http.base!r})"

@@ -21,12 +21,23 @@ Example:
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from uc_jupyter.catalog.model import AlreadyExists, CatalogError, NotFound, PermissionDenied, TableInfo, WriteMode
+from uc_jupyter.catalog.model import (
+    AlreadyExists,
+    CatalogError,
+    ColumnInfo,
+    NotFound,
+    PermissionDenied,
+    ResolvedTable,
+    StagingTableInfo,
+    TableInfo,
+    WriteMode,
+)
 from uc_jupyter.catalog.rest.names import quoted, wire_parts
 from uc_jupyter.catalog.rules.names import SecurableName, parse_name
-from uc_jupyter.catalog.wire.read import table_info
+from uc_jupyter.catalog.wire.read import staging_table_info, table_info
 from uc_jupyter.catalog.wire.shapes import column_json
 from uc_jupyter.storage import urls as st
 
@@ -46,6 +57,10 @@ _NO_ROUTE = "no route "
 class RestTables:
     """Table writes over REST; :class:`~uc_jupyter.catalog.rest.client.RestCatalog` provides the calls."""
 
+    # The deltalake options vended for each staging table this client staged, until it is registered or
+    # abandoned (a dict: one writer thread per staging table).
+    _staging_options: dict[str, dict[str, str]]
+
     def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         raise NotImplementedError  # RestCatalog's
 
@@ -57,6 +72,9 @@ class RestTables:
 
     @property
     def url(self) -> str:
+        raise NotImplementedError  # RestCatalog's
+
+    def current_principal(self) -> str:
         raise NotImplementedError  # RestCatalog's
 
     def _create_table(
@@ -127,12 +145,32 @@ class RestTables:
         return {**body, **{k: v for k, v in extra.items() if v is not None}}
 
     def _create_managed(self, parsed: SecurableName, table: pa.Table, comment: str | None) -> TableInfo:
-        from uc_jupyter.catalog.delta_files import delta_columns, write_delta
+        from uc_jupyter.catalog.delta_files import write_delta
 
-        catalog, schema, name = parsed.parts
+        staged = self.create_staging_table(str(parsed))
         try:
-            staging = self._call(
-                "POST", "/staging-tables", body={"name": name, "catalog_name": catalog, "schema_name": schema}
+            resolved = self.resolve_staging_table(staged)
+            write_delta(parsed, resolved.storage_location, table, "error", resolved.storage_options)
+            return self.register_staged_table(
+                str(parsed), staged.staging_location, comment=comment, staging_id=staged.id
+            )
+        except BaseException:
+            self._abandon(staged.id)
+            raise
+
+    def create_staging_table(self, name: str) -> StagingTableInfo:
+        """``POST /staging-tables``: the server checks CREATE TABLE and that the name is free, and picks
+        the managed storage and an id (see
+        :meth:`LocalCatalog.create_staging_table <uc_jupyter.catalog.embedded.staging.Staging.create_staging_table>`).
+
+        Example:
+            >>> cat.create_staging_table("main.ml.new").staging_location  # doctest: +SKIP
+        """
+        parsed = parse_name(name, levels=(3,))
+        catalog, schema, table = parsed.parts
+        try:
+            body = self._call(
+                "POST", "/staging-tables", body={"name": table, "catalog_name": catalog, "schema_name": schema}
             )
         except NotFound as exc:
             if str(exc).startswith(_NO_ROUTE):
@@ -141,26 +179,77 @@ class RestTables:
                     f"managed tables yet; give table {parsed} a storage_location inside an external location"
                 ) from None
             raise
-        staging_id, location = str(staging.get("id") or ""), str(staging.get("staging_location") or "")
-        if not staging_id or not location:
-            raise CatalogError(f"the server's staging table for {parsed} has no id or staging_location")
-        try:
+        return staging_table_info(body, (catalog, schema, table), self.current_principal())
+
+    def resolve_staging_table(self, staged: StagingTableInfo) -> ResolvedTable:
+        """READ_WRITE credentials for the staging table ``staged``: where its creator writes it.
+
+        Example:
+            >>> cat.resolve_staging_table(cat.create_staging_table("main.ml.new")).storage_options  # doctest: +SKIP
+        """
+        vended = self.vended(f"table:{staged.id}", "READ_WRITE")
+        # Kept for its registration, which reads the log written there: vended answers without keys
+        # (file://) are not cached, and asking again would be a second call for what this one gave.
+        self._staging_options[staged.id] = vended.deltalake_options()
+        return ResolvedTable(
+            staged.table, vended.url or staged.staging_location, vended.deltalake_options(), expires_at=vended.expiry()
+        )
+
+    def register_staged_table(
+        self,
+        name: str,
+        staging_location: str,
+        *,
+        columns: Sequence[tuple[str, str | None]] | None = None,
+        comment: str | None = None,
+        staging_id: str | None = None,
+    ) -> TableInfo:
+        """``POST /tables`` MANAGED at the staging location, the columns read from the Delta log written
+        there (``columns``, when given, are checked by the server against them).
+
+        Example:
+            >>> cat.register_staged_table("main.ml.new", staged.staging_location)  # doctest: +SKIP
+        """
+        from uc_jupyter.catalog.delta_files import delta_columns
+
+        parsed = parse_name(name, levels=(3,))
+        options = self._staging_options.pop(staging_id, None) if staging_id is not None else {}
+        if options is None:  # staged by another client object: ask for the staging table's credentials
             options = self.vended(f"table:{staging_id}", "READ_WRITE").deltalake_options()
-            write_delta(parsed, location, table, "error", options)
-            columns = delta_columns(parsed, location, options)
-            body = self._body(
-                parsed, "MANAGED", location, columns, properties={TABLE_ID_PROPERTY: staging_id}, comment=comment
-            )
-            return table_info(self._call("POST", "/tables", body=body))
-        except BaseException:
-            self._abandon(staging_id)
-            raise
+        # The log's columns, or those the caller expects (the server checks them against the log).
+        sent = (
+            delta_columns(parsed, staging_location, options)
+            if columns is None
+            else tuple(ColumnInfo(n, t or "") for n, t in columns)
+        )
+        properties = None if staging_id is None else {TABLE_ID_PROPERTY: staging_id}
+        body = self._body(parsed, "MANAGED", staging_location, sent, properties=properties, comment=comment)
+        return table_info(self._call("POST", "/tables", body=body))
+
+    def abandon_staging_table(self, staging_id: str) -> None:
+        """Give the caller's staging table back at once, with what was written there (uc-jupyter serve's
+        ``DELETE /uc-jupyter/staging-tables/{id}``); NotFound when it names none of the caller's.
+
+        Example:
+            >>> cat.abandon_staging_table(staged.id)  # doctest: +SKIP
+        """
+        self._staging_options.pop(staging_id, None)
+        self._call("DELETE", f"/uc-jupyter/staging-tables/{quoted(staging_id)}")
+
+    def refresh_table(self, name: str) -> TableInfo:
+        """The table's columns read again from its Delta log after a write outside the catalog; needs MODIFY.
+
+        Example:
+            >>> cat.refresh_table("main.ml.iris").columns  # doctest: +SKIP
+        """
+        parsed = parse_name(name, levels=(3,))
+        return self._refreshed(quoted(".".join(wire_parts(parsed, name))))
 
     def _abandon(self, staging_id: str) -> None:
         """Give a staging table back at once (uc-jupyter serve's extension route removes its row and
         files); elsewhere, or when that fails too, the server's expiry of staging tables does it."""
         try:
-            self._call("DELETE", f"/uc-jupyter/staging-tables/{quoted(staging_id)}")
+            self.abandon_staging_table(staging_id)
         except Exception as exc:  # the caller must learn why the create failed, not why the cleanup did
             log.warning("could not give back staging table %s: %s", staging_id, exc)
 

@@ -29,6 +29,7 @@ from uc_jupyter.catalog.model import (
     ExternalLocationInfo,
     PrincipalInfo,
     SchemaInfo,
+    StagingTableInfo,
     TableInfo,
     VolumeInfo,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "location_info",
     "principal_info",
     "schema_info",
+    "staging_table_info",
     "table_info",
     "volume_info",
 ]
@@ -145,6 +147,30 @@ def table_info(body: Json) -> TableInfo:
         str(body.get("data_source_format") or "DELTA").upper(),
         _comment(body),
         **_audit(body, "table_id"),
+    )
+
+
+def staging_table_info(body: Json, requested: tuple[str, str, str], owner: str) -> StagingTableInfo:
+    """A UC ``StagingTableInfo`` (``POST /staging-tables``) for the table ``requested`` (catalog, schema,
+    name: what the answer names it when it names it at all; UC OSS answers with the id and location
+    only); its creator, ``owner``, is the caller. Times the server leaves out read as the epoch.
+
+    Example:
+        >>> staging_table_info({"id": "4e1c", "staging_location": "file:///s/t"}, ("main", "ml", "t"), "alice").id
+        '4e1c'
+    """
+    fields = ("catalog_name", "schema_name", "name")
+    catalog, schema, name = (str(body.get(k) or r) for k, r in zip(fields, requested, strict=True))
+    shown = f"{catalog}.{schema}.{name}"
+    return StagingTableInfo(
+        catalog,
+        schema,
+        name,
+        id=_need(body, "id", "StagingTableInfo", shown),
+        staging_location=_need(body, "staging_location", "StagingTableInfo", shown),
+        owner=owner,
+        created_at=from_ms(body.get("created_at")),
+        expires_at=from_ms(body.get("expires_at")),
     )
 
 
