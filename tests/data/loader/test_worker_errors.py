@@ -53,6 +53,8 @@ def test_an_error_torch_could_not_make_again_comes_back_with_its_fields() -> Non
         "Caught OSError in DataLoader worker process 0.\n...\nuc_jupyter.storage.errors.VolumeReadError: x",  # mismatch
         "a plain message naming no worker",
         "Caught KeyError in DataLoader worker process 0.\n...\nuc_jupyter.catalog.NoSuchName: x",  # no such type
+        "Caught Gone in DataLoader worker process 0.\n...\nuc_jupyter.no_such_module.Gone: x",  # no such module
+        "",  # an error without a message
     ],
 )
 def test_anything_else_is_left_as_torch_raised_it(text: str) -> None:

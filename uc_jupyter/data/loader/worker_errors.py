@@ -39,11 +39,16 @@ def unwrapped(error: BaseException) -> BaseException | None:
     traceback is then the user's to read, as torch gives it)."""
     text = str(error)
     caught = _CAUGHT.match(text)
+    if caught is None:
+        return None
     raised = _RAISED.fullmatch(text.rstrip().splitlines()[-1])
-    if caught is None or raised is None or raised[2] != caught[1]:
+    if raised is None or raised[2] != caught[1]:
         return None
     module, name, message = raised.groups()
-    kind = type(error) if type(error).__name__ == name else getattr(importlib.import_module(module), name, None)
+    try:
+        kind = type(error) if type(error).__name__ == name else getattr(importlib.import_module(module), name, None)
+    except ImportError:  # a module path that is not ours after all
+        return None
     if not isinstance(kind, type) or not issubclass(kind, Exception):
         return None
     made = getattr(kind, "from_message", None)
