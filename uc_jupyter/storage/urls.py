@@ -18,6 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from uc_jupyter.storage import forked_sessions
 from uc_jupyter.storage.config import VENDOR_OPTIONS, object_store_options
 from uc_jupyter.storage.locations import (
     InvalidLocation,
@@ -30,6 +31,10 @@ from uc_jupyter.storage.locations import (
 
 if TYPE_CHECKING:
     import fsspec
+
+# The filesystems made here include s3fs's: a child forked from this process must not wait on their
+# sessions (storage/forked_sessions.py).
+forked_sessions.install()
 
 __all__ = [
     "VENDOR_OPTIONS",
