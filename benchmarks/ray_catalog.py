@@ -15,11 +15,12 @@ Usage: python benchmarks/ray_catalog.py [--rows N] [--rounds R]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 FILES = 16
@@ -30,6 +31,43 @@ def timed(read: Callable[[], Any]) -> float:
     start = time.perf_counter()
     rows = sum(batch.num_rows for batch in read().iter_batches(batch_format="pyarrow", batch_size=None))
     return rows / (time.perf_counter() - start)
+
+
+@contextlib.contextmanager
+def ray_cluster() -> Iterator[None]:
+    """This process connected to a 2-node Ray cluster of this machine (2 CPUs a node) for the block."""
+    import ray
+
+    from uc_jupyter.testing.ray_cluster import RayTestCluster
+
+    with RayTestCluster(nodes=2, cpus_per_node=2) as cluster:
+        ray.init(address=cluster.address, log_to_driver=False)
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+
+def alternating(cases: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """Each case's rate per round, after one warm-up pass each (workers started, the page cache
+    filled); each round starts with another case."""
+    for run in cases.values():
+        run()
+    names = list(cases)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(rounds):
+        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+            rates[name].append(cases[name]())
+    return rates
+
+
+def ratios(rates: dict[str, list[float]], unit: str, against: str) -> None:
+    """Print each case's median rate and the median of its per-round ratios to the first case's."""
+    first = next(iter(rates.values()))
+    for name, values in rates.items():
+        ratio = statistics.median(r / b for r, b in zip(values, first, strict=True))
+        print(f"{name:36s} {statistics.median(values):10.0f} {unit}  {ratio:5.2f} x {against}")
 
 
 def main() -> None:
@@ -46,7 +84,6 @@ def main() -> None:
         import uc_jupyter.ray as ucray
         from uc_jupyter.catalog import get_catalog
         from uc_jupyter.storage.urls import delta_uri
-        from uc_jupyter.testing.ray_cluster import RayTestCluster
 
         cat = get_catalog()
         cat.create_catalog("main")
@@ -57,31 +94,19 @@ def main() -> None:
             part = pa.table({"x": x, "f": x * 0.5, "s": pa.array(x.astype(str))})
             cat.create_table("main.ml.t", part, mode="error" if i == 0 else "append")
         path = delta_uri(cat.resolve_table("main.ml.t").storage_location)
-        with RayTestCluster(nodes=2, cpus_per_node=2) as cluster:
-            ray.init(address=cluster.address, log_to_driver=False)
-            ray.data.DataContext.get_current().enable_progress_bars = False
-            try:
-                cases: dict[str, Callable[[], float]] = {
+        with ray_cluster():
+            rates = alternating(
+                {
                     "read_delta(path)": lambda: timed(lambda: ray.data.read_delta(path)),
                     "read_delta(name, catalog=)": lambda: timed(
                         lambda: ray.data.read_delta("main.ml.t", catalog=ucray.catalog(cat))
                     ),
                     "read_table(name)": lambda: timed(lambda: ucray.read_table("main.ml.t", catalog=cat)),
-                }
-                for run in cases.values():  # warm-up: workers started, the page cache filled
-                    run()
-                names = list(cases)
-                rates: dict[str, list[float]] = {name: [] for name in names}
-                for round_ in range(args.rounds):
-                    for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
-                        rates[name].append(cases[name]())
-            finally:
-                ray.shutdown()
-    raw = rates[names[0]]
+                },
+                args.rounds,
+            )
     print(f"{args.rows} rows in {FILES} files, 2 Ray nodes x 2 CPUs, {args.rounds} rounds")
-    for name in names:
-        ratio = statistics.median(r / b for r, b in zip(rates[name], raw, strict=True))
-        print(f"{name:30s} {statistics.median(rates[name]) / 1e6:6.2f} M rows/s  {ratio:5.2f} x the raw read")
+    ratios(rates, "rows/s", "the raw read")
 
 
 if __name__ == "__main__":

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ray_catalog import alternating, ratios, ray_cluster
 from volume_decode import write_images
 
 
@@ -43,7 +43,6 @@ def main() -> None:
 
         import uc_jupyter.ray as ucray
         from uc_jupyter.catalog import get_catalog
-        from uc_jupyter.testing.ray_cluster import RayTestCluster
 
         cat = get_catalog()
         cat.create_catalog("main")
@@ -51,32 +50,20 @@ def main() -> None:
         volume = cat.create_volume("main.ml.images")
         folder = Path(volume.storage_location.removeprefix("file://"))
         write_images(folder, args.files)
-        with RayTestCluster(nodes=2, cpus_per_node=2) as cluster:
-            ray.init(address=cluster.address, log_to_driver=False)
-            ray.data.DataContext.get_current().enable_progress_bars = False
-            try:
-                cases: dict[str, Callable[[], float]] = {
+        with ray_cluster():
+            rates = alternating(
+                {
                     "ray.data.read_images(folder)": lambda: timed(
                         lambda: ray.data.read_images(str(folder), mode="RGB", include_paths=True)
                     ),
                     "read_volume(path, files='images')": lambda: timed(
                         lambda: ucray.read_volume(volume.path, files="images", recursive=True, catalog=cat)
                     ),
-                }
-                for run in cases.values():  # warm-up: workers started, the page cache filled
-                    run()
-                names = list(cases)
-                rates: dict[str, list[float]] = {name: [] for name in names}
-                for round_ in range(args.rounds):
-                    for name in names[round_ % 2 :] + names[: round_ % 2]:
-                        rates[name].append(cases[name]())
-            finally:
-                ray.shutdown()
-    raw = rates[names[0]]
+                },
+                args.rounds,
+            )
     print(f"{args.files} PNGs in 8 folders, 2 Ray nodes x 2 CPUs, {args.rounds} rounds")
-    for name in names:
-        ratio = statistics.median(r / b for r, b in zip(rates[name], raw, strict=True))
-        print(f"{name:36s} {statistics.median(rates[name]):8.0f} images/s  {ratio:5.2f} x read_images")
+    ratios(rates, "images/s", "read_images")
 
 
 if __name__ == "__main__":
