@@ -4,8 +4,10 @@ finds itself a Ray driver. Catalog tables for the tests, made as their owner (th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -24,6 +26,15 @@ def ray_driver(ray_cluster: RayTestCluster) -> Iterator[RayTestCluster]:
         yield ray_cluster
     finally:
         ray.shutdown()
+
+
+def fails_late(row: dict[str, Any]) -> dict[str, Any]:
+    """A Dataset.map function whose task for the row ``x == 0`` fails after the other tasks have had
+    3 s to write their files (a write killed mid-way); every other row passes through."""
+    if row["x"] == 0:
+        time.sleep(3)
+        raise RuntimeError("task killed mid-write")
+    return row
 
 
 def with_readers(catalog: Catalog, *tables: str) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import uc_jupyter.ray as ucray
-from tests.ray.conftest import with_readers
+from tests.ray.conftest import fails_late, with_readers
 from uc_jupyter.catalog import AlreadyExists, Catalog, NotFound, PermissionDenied, as_principal
 from uc_jupyter.storage import urls as st
 from uc_jupyter.testing.ray_cluster import RayTestCluster
@@ -125,13 +124,6 @@ def test_a_refused_read_is_one_line(
     assert "\n" not in str(raised.value) and re.fullmatch(line, str(raised.value)), str(raised.value)
 
 
-def _fails_late(row: dict[str, Any]) -> dict[str, Any]:
-    if row["x"] == 0:  # the first block's task: the others have written their files meanwhile
-        time.sleep(3)
-        raise RuntimeError("task killed mid-write")
-    return row
-
-
 def test_a_written_folder_is_read_whole_and_a_failed_write_leaves_the_last_one(
     volume: Catalog, ray_driver: RayTestCluster
 ) -> None:
@@ -146,7 +138,7 @@ def test_a_written_folder_is_read_whole_and_a_failed_write_leaves_the_last_one(
         after_second = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
         with pytest.raises(Exception, match="task killed mid-write"):
             ucray.write_volume(
-                ray_data.from_items([{"x": i} for i in range(8)], override_num_blocks=4).map(_fails_late),
+                ray_data.from_items([{"x": i} for i in range(8)], override_num_blocks=4).map(fails_late),
                 "/Volumes/main/ml/files/out",
             )
         assert xs(ucray.read_volume("/Volumes/main/ml/files/out", files="parquet").take_all()) == [10, 11, 12]

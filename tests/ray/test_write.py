@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import uc_jupyter.ray as ucray
-from tests.ray.conftest import files_below, made, managed_folders, with_readers
+from tests.ray.conftest import fails_late, files_below, made, managed_folders, with_readers
 from uc_jupyter.catalog import AlreadyExists, Catalog, NotFound, PermissionDenied, as_principal
 from uc_jupyter.tables.delta import read_arrow
 from uc_jupyter.testing.ray_cluster import RayTestCluster
@@ -107,15 +106,8 @@ def test_a_refused_write_is_one_line_and_writes_nothing(
     assert xs("main.ml.t") == [1, 2]
 
 
-def _fails_late(row: dict[str, Any]) -> dict[str, Any]:
-    if row["x"] == 0:  # the first block's task: the others have written their files meanwhile
-        time.sleep(3)
-        raise RuntimeError("task killed mid-write")
-    return row
-
-
 def _failing(n: int = 8) -> Any:
-    return ray_data.from_items([{"x": i} for i in range(n)], override_num_blocks=4).map(_fails_late)
+    return ray_data.from_items([{"x": i} for i in range(n)], override_num_blocks=4).map(fails_late)
 
 
 def test_a_new_table_whose_write_fails_leaves_no_table_and_no_files(
