@@ -84,7 +84,9 @@ def interleave(weights: Sequence[Fraction | int | float], length: int) -> npt.ND
 # A pass asks for its epoch's schedule several times (its plan, its length, the next epoch's), and
 # each made it again: at 20,000 samples that was about 0.3 us a sample of a pass, a third of what a
 # mix of one source cost beside the source alone. The arrays are read-only, so they can be shared.
-@functools.lru_cache(maxsize=16)
+# A mix asks for two (its epoch's length and the horizon its length is found in); each holds 8 bytes
+# a sample, so few are kept.
+@functools.lru_cache(maxsize=4)
 def _interleave(whole: tuple[int, ...], length: int) -> npt.NDArray[np.int64]:
     period = sum(whole)
     steps = min(length, period)  # every count is exactly in proportion after a period: it repeats
