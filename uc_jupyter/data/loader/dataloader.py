@@ -243,8 +243,8 @@ class DataLoader(torch.utils.data.DataLoader[Any]):
         """Whatever ended the pass: the loop's telemetry and MLflow's point for it, and its workers
         stopped unless they persist. Also runs when the interpreter shuts down with the loop
         unfinished: never raises."""
-        self._progress.end_pass()  # a worker waiting for the loop to move on stops waiting
         with contextlib.suppress(Exception):
+            self._progress.end_pass()  # a worker waiting for the loop to move on stops waiting
             self._drain()
             if self._mlflow is not None:
                 self._mlflow.end_pass(self.stats())  # its point is logged by the sink's thread
